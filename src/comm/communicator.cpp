@@ -1,0 +1,222 @@
+#include "comm/communicator.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "comm/mpi_check.hpp"
+#include "core/error.hpp"
+
+namespace blockmm::comm {
+namespace {
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+// MPI counts are int; larger messages travel in pieces of this many bytes.
+constexpr std::int64_t kPieceBytes = std::int64_t{1} << 30;
+
+}  // namespace
+
+bool launched_by_mpi_launcher() {
+  // OpenMPI, MPICH/Hydra and Intel MPI, PMIx (srun --mpi=pmix, prterun), MVAPICH, srun steps.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
+    if (env_set(name)) return true;
+  const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  return step_tasks != nullptr && std::atoi(step_tasks) > 1;
+}
+
+Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
+  uses_mpi_ = mode == MpiMode::on || (mode == MpiMode::automatic && launched_by_mpi_launcher());
+  if (!uses_mpi_) return;
+  int initialized = 0;
+  BLOCKMM_MPI_CHECK(MPI_Initialized(&initialized));
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    BLOCKMM_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+    finalize_ = true;
+  } else {
+    BLOCKMM_MPI_CHECK(MPI_Query_thread(&provided));
+  }
+  serialized_ = provided >= MPI_THREAD_SERIALIZED;
+  // Return codes instead of aborting, so that every failure becomes a clear message.
+  BLOCKMM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  BLOCKMM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MPI_Comm node = MPI_COMM_NULL;
+  BLOCKMM_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(node, &node_rank_));
+  BLOCKMM_MPI_CHECK(MPI_Comm_size(node, &node_size_));
+  BLOCKMM_MPI_CHECK(MPI_Comm_free(&node));
+
+  const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  if (size_ == 1 && step_tasks != nullptr && std::atoi(step_tasks) > 1 && !env_set("OMPI_COMM_WORLD_SIZE"))
+    throw UsageError("srun started " + std::string(step_tasks) +
+                     " tasks but MPI sees one rank: launch with srun --mpi=pmix (see 'srun --mpi=list') or use mpirun");
+}
+
+Communicator::~Communicator() {
+  if (finalize_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+}
+
+void Communicator::barrier() const {
+  if (uses_mpi_) BLOCKMM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+std::int64_t Communicator::sum(std::int64_t value) const {
+  if (!uses_mpi_) return value;
+  std::int64_t out = 0;
+  BLOCKMM_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  return out;
+}
+
+std::int64_t Communicator::max(std::int64_t value) const {
+  if (!uses_mpi_) return value;
+  std::int64_t out = 0;
+  BLOCKMM_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+
+double Communicator::max(double value) const {
+  if (!uses_mpi_) return value;
+  double out = 0;
+  BLOCKMM_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return out;
+}
+
+double Communicator::min(double value) const {
+  if (!uses_mpi_) return value;
+  double out = 0;
+  BLOCKMM_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+  return out;
+}
+
+void Communicator::sum_in_place(std::vector<std::int64_t>& values) const {
+  if (!uses_mpi_) return;
+  const std::int64_t piece = kPieceBytes / 8;
+  for (std::int64_t first = 0; first < static_cast<std::int64_t>(values.size()); first += piece) {
+    const int count = static_cast<int>(std::min<std::int64_t>(piece, static_cast<std::int64_t>(values.size()) - first));
+    BLOCKMM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data() + first, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  }
+}
+
+std::int64_t Communicator::exclusive_prefix_sum(std::int64_t value) const {
+  if (!uses_mpi_) return 0;
+  std::int64_t out = 0;
+  BLOCKMM_MPI_CHECK(MPI_Exscan(&value, &out, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+  return rank_ == 0 ? 0 : out;  // MPI leaves rank 0's result undefined
+}
+
+std::vector<std::int64_t> Communicator::gather_all(std::int64_t value) const {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(size_), value);
+  if (uses_mpi_) BLOCKMM_MPI_CHECK(MPI_Allgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, MPI_COMM_WORLD));
+  return out;
+}
+
+std::vector<double> Communicator::gather_all(double value) const {
+  std::vector<double> out(static_cast<std::size_t>(size_), value);
+  if (uses_mpi_) BLOCKMM_MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
+  return out;
+}
+
+void Communicator::broadcast(std::string& text, int root) const {
+  if (!uses_mpi_) return;
+  std::int64_t length = static_cast<std::int64_t>(text.size());
+  BLOCKMM_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, root, MPI_COMM_WORLD));
+  text.resize(static_cast<std::size_t>(length));
+  for (std::int64_t first = 0; first < length; first += kPieceBytes) {
+    const int count = static_cast<int>(std::min(kPieceBytes, length - first));
+    BLOCKMM_MPI_CHECK(MPI_Bcast(text.data() + first, count, MPI_CHAR, root, MPI_COMM_WORLD));
+  }
+}
+
+std::vector<std::vector<std::byte>> Communicator::exchange(const std::vector<std::vector<std::byte>>& send) const {
+  std::vector<std::vector<std::byte>> received(static_cast<std::size_t>(size_));
+  if (!uses_mpi_) {
+    received[0] = send[0];
+    return received;
+  }
+  std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(size_));
+  std::vector<std::int64_t> recv_bytes(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) send_bytes[r] = static_cast<std::int64_t>(send[r].size());
+  BLOCKMM_MPI_CHECK(MPI_Alltoall(send_bytes.data(), 1, MPI_INT64_T, recv_bytes.data(), 1, MPI_INT64_T, MPI_COMM_WORLD));
+
+  // Point-to-point pieces, all posted at once: any size, no int overflow in counts.
+  std::vector<MPI_Request> requests;
+  for (int r = 0; r < size_; ++r) {
+    received[r].resize(static_cast<std::size_t>(recv_bytes[r]));
+    for (std::int64_t first = 0; first < recv_bytes[r]; first += kPieceBytes) {
+      requests.emplace_back();
+      const int count = static_cast<int>(std::min(kPieceBytes, recv_bytes[r] - first));
+      BLOCKMM_MPI_CHECK(MPI_Irecv(received[r].data() + first, count, MPI_BYTE, r, static_cast<int>(first / kPieceBytes),
+                                  MPI_COMM_WORLD, &requests.back()));
+    }
+  }
+  for (int step = 0; step < size_; ++step) {
+    const int r = (rank_ + step) % size_;  // stagger destinations to spread the load
+    for (std::int64_t first = 0; first < send_bytes[r]; first += kPieceBytes) {
+      requests.emplace_back();
+      const int count = static_cast<int>(std::min(kPieceBytes, send_bytes[r] - first));
+      BLOCKMM_MPI_CHECK(MPI_Isend(send[r].data() + first, count, MPI_BYTE, r, static_cast<int>(first / kPieceBytes),
+                                  MPI_COMM_WORLD, &requests.back()));
+    }
+  }
+  BLOCKMM_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  return received;
+}
+
+void Communicator::agree(std::exception_ptr local_error) const {
+  int code = 0;
+  std::string message;
+  if (local_error) {
+    try {
+      std::rethrow_exception(local_error);
+    } catch (const Error& e) {
+      code = static_cast<int>(e.code());
+      message = e.what();
+    } catch (const std::bad_alloc&) {
+      code = static_cast<int>(ExitCode::resource);
+      message = "out of memory";
+    } catch (const std::exception& e) {
+      code = static_cast<int>(ExitCode::other);
+      message = e.what();
+    }
+  }
+  if (!uses_mpi_) {
+    if (local_error) throw Error(static_cast<ExitCode>(code), message);
+    return;
+  }
+  const int mine = local_error ? rank_ : size_;
+  int first_failed = size_;
+  BLOCKMM_MPI_CHECK(MPI_Allreduce(&mine, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first_failed == size_) return;
+  BLOCKMM_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first_failed, MPI_COMM_WORLD));
+  broadcast(message, first_failed);
+  throw Error(static_cast<ExitCode>(code), message);
+}
+
+void Communicator::run_phase(const std::function<void()>& phase) const {
+  std::exception_ptr error;
+  try {
+    phase();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree(error);
+}
+
+void Communicator::abort(int exit_code) const {
+  if (uses_mpi_) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+}  // namespace blockmm::comm

@@ -1,0 +1,72 @@
+// The ranks of a run. Under an MPI launcher this is MPI_COMM_WORLD; started on its own, blockmm
+// is one rank and never initialises MPI (a singleton MPI_Init alone costs 0.1-0.9 s, more than
+// small products take). Everything above this header is written once for both cases.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace blockmm::comm {
+
+enum class MpiMode { automatic, on, off };
+
+// Whether the environment shows an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
+bool launched_by_mpi_launcher();
+
+class Communicator {
+ public:
+  // Initialises MPI if `mode` says so (automatic: when launched by an MPI launcher).
+  Communicator(MpiMode mode, int* argc, char*** argv);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool is_root() const { return rank_ == 0; }
+  bool uses_mpi() const { return uses_mpi_; }
+  int node_rank() const { return node_rank_; }  // rank among the ranks of this node
+  int node_size() const { return node_size_; }
+  // MPI_THREAD_SERIALIZED or better: a helper thread may make MPI calls while the main thread does not.
+  bool helper_threads_may_call_mpi() const { return serialized_; }
+
+  void barrier() const;
+  std::int64_t sum(std::int64_t value) const;
+  std::int64_t max(std::int64_t value) const;
+  double max(double value) const;
+  double min(double value) const;
+  void sum_in_place(std::vector<std::int64_t>& values) const;
+  std::int64_t exclusive_prefix_sum(std::int64_t value) const;  // 0 on rank 0
+  std::vector<std::int64_t> gather_all(std::int64_t value) const;
+  std::vector<double> gather_all(double value) const;
+  void broadcast(std::string& text, int root) const;
+
+  // Personalised all-to-all of bytes: send[dest] goes to rank dest. Any message size (sent in
+  // pieces that keep MPI's int counts in range).
+  std::vector<std::vector<std::byte>> exchange(const std::vector<std::vector<std::byte>>& send) const;
+
+  // Phase boundary: every rank passes the error it met (or null). If any rank failed, every
+  // rank throws the same blockmm::Error: the code and message of the lowest failing rank.
+  void agree(std::exception_ptr local_error) const;
+
+  // Runs `phase` and then agree()s on its outcome.
+  void run_phase(const std::function<void()>& phase) const;
+
+  // Ends the whole job at once (after an error that cannot be agreed on).
+  [[noreturn]] void abort(int exit_code) const;
+
+ private:
+  bool uses_mpi_ = false;
+  bool serialized_ = true;
+  bool finalize_ = false;
+  int rank_ = 0;
+  int size_ = 1;
+  int node_rank_ = 0;
+  int node_size_ = 1;
+};
+
+}  // namespace blockmm::comm

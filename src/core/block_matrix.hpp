@@ -1,0 +1,73 @@
+// In-memory block matrices: the unordered records a rank holds after reading, and the
+// compressed (CSR / CSC) form the kernels consume. Knows nothing of files, MPI or devices.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/record_layout.hpp"
+
+namespace blockmm {
+
+// Blocks in record layout, in no particular order (as read, or as received from other ranks).
+template <typename Value>
+struct RecordBuffer {
+  MatrixShape shape;
+  std::vector<std::byte> bytes;
+
+  std::int64_t stride() const { return record_bytes<Value>(shape.m); }
+  std::int64_t size() const { return stride() > 0 ? static_cast<std::int64_t>(bytes.size()) / stride() : 0; }
+  const std::byte* record(std::int64_t r) const { return bytes.data() + r * stride(); }
+  std::byte* record(std::int64_t r) { return bytes.data() + r * stride(); }
+  const Value* values(std::int64_t r) const { return reinterpret_cast<const Value*>(record(r) + 8); }
+};
+
+using InputRecords = RecordBuffer<std::uint16_t>;
+using OutputRecords = RecordBuffer<std::uint32_t>;
+
+// Bits of a block's non-zero rows or columns, ceil(m / 64) words each. With non-negative
+// values, C(i,j) has a non-zero iff some k has colmask(A(i,k)) & rowmask(B(k,j)) != 0, which
+// makes the symbolic phase exact: output offsets are known before any value is computed.
+inline std::int32_t mask_words(std::int32_t m) { return (m + 63) / 64; }
+
+// A matrix's non-zero blocks over block-rows [row_begin, row_end), values in CSR order
+// (block b's values at values[b * m * m]). All-zero input blocks are dropped on build: they
+// contribute nothing to any product.
+struct BlockMatrix {
+  MatrixShape shape;
+  std::int32_t row_begin = 0;
+  std::int32_t row_end = 0;
+
+  // CSR: blocks of row i are [row_ptr[i - row_begin], row_ptr[i - row_begin + 1]), columns ascending.
+  std::vector<std::int64_t> row_ptr;
+  std::vector<std::int32_t> col;
+  std::vector<std::uint16_t> values;
+
+  // Per block, mask_words(m) words: the non-zero columns when the matrix is the left operand,
+  // the non-zero rows when it is the right operand.
+  std::vector<std::uint64_t> masks;
+
+  // CSC over all block-columns (built for the right operand only): rows ascending; csc_block
+  // maps each entry to its CSR block index.
+  std::vector<std::int64_t> col_ptr;
+  std::vector<std::int32_t> csc_row;
+  std::vector<std::int64_t> csc_block;
+
+  std::int64_t blocks() const { return static_cast<std::int64_t>(col.size()); }
+  std::int32_t rows_held() const { return row_end - row_begin; }
+  const std::uint16_t* block_values(std::int64_t b) const { return values.data() + b * shape.block_values(); }
+  const std::uint64_t* block_mask(std::int64_t b) const { return masks.data() + b * mask_words(shape.m); }
+};
+
+// The non-empty output tiles of block-rows [row_begin, row_end): CSR pattern of the C panel.
+struct TilePattern {
+  std::int32_t row_begin = 0;
+  std::int32_t row_end = 0;
+  std::vector<std::int64_t> row_ptr;  // rows + 1, starting at 0
+  std::vector<std::int32_t> col;      // ascending within a row
+
+  std::int64_t tiles() const { return static_cast<std::int64_t>(col.size()); }
+};
+
+}  // namespace blockmm

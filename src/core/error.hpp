@@ -1,0 +1,42 @@
+// Error types of blockmm and the exit code each maps to (DESIGN.md §6).
+// Every failure the user can cause carries a one-line message naming the file, the record and
+// the offending value; the driver prints it as "blockmm: error: <message>".
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace blockmm {
+
+enum class ExitCode : int {
+  ok = 0,
+  other = 1,
+  usage = 2,
+  bad_input = 3,
+  output_failure = 4,
+  resource = 5,  // out of memory or device failure
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ExitCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ExitCode code() const noexcept { return code_; }
+
+ private:
+  ExitCode code_;
+};
+
+struct UsageError : Error {
+  explicit UsageError(const std::string& message) : Error(ExitCode::usage, message) {}
+};
+struct InputError : Error {
+  explicit InputError(const std::string& message) : Error(ExitCode::bad_input, message) {}
+};
+struct OutputError : Error {
+  explicit OutputError(const std::string& message) : Error(ExitCode::output_failure, message) {}
+};
+struct ResourceError : Error {
+  explicit ResourceError(const std::string& message) : Error(ExitCode::resource, message) {}
+};
+
+}  // namespace blockmm

@@ -1,0 +1,82 @@
+// blockmm: exact block-sparse C = A x B. See README.md for usage and DESIGN.md for the design.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <fstream>
+#include <iostream>
+#include <new>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "driver/options.hpp"
+#include "driver/pipeline.hpp"
+#include "driver/run_stats.hpp"
+#include "io/atomic_output.hpp"
+
+namespace {
+
+blockmm::comm::MpiMode mpi_mode_from_environment() {
+  const char* v = std::getenv("BLOCKMM_MPI");
+  if (v == nullptr || *v == '\0') return blockmm::comm::MpiMode::automatic;
+  if (v[0] == '0') return blockmm::comm::MpiMode::off;
+  return blockmm::comm::MpiMode::on;
+}
+
+void report(const char* what) { std::fprintf(stderr, "blockmm: error: %s\n", what); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using blockmm::ExitCode;
+  blockmm::io::install_cleanup_handlers();
+
+  // Usage errors need no MPI: decide them before starting it (each rank sees the same argv,
+  // so every rank reaches the same verdict; only the first prints).
+  blockmm::driver::Options options;
+  int exit_code = 0;
+  bool quiet_rank = false;
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* rank = std::getenv(name);
+    if (rank != nullptr && *rank != '\0') {
+      quiet_rank = std::string(rank) != "0";
+      break;
+    }
+  }
+  if (!blockmm::driver::parse_options(argc, argv, options, exit_code, !quiet_rank)) return exit_code;
+
+  std::unique_ptr<blockmm::comm::Communicator> comm;
+  try {
+    comm = std::make_unique<blockmm::comm::Communicator>(mpi_mode_from_environment(), &argc, &argv);
+  } catch (const blockmm::Error& e) {
+    report(e.what());
+    return static_cast<int>(e.code());
+  }
+
+  try {
+    const blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm);
+    if (comm->is_root()) {
+      if (options.stats == blockmm::driver::StatsMode::text) std::cout << blockmm::driver::stats_text(stats);
+      if (options.stats == blockmm::driver::StatsMode::json) std::cout << blockmm::driver::stats_json(stats) << "\n";
+      if (!options.stats_file.empty()) {
+        std::ofstream file(options.stats_file);
+        file << blockmm::driver::stats_json(stats) << "\n";
+        if (!file) {
+          report((options.stats_file + ": cannot write the stats file").c_str());
+          return static_cast<int>(ExitCode::output_failure);
+        }
+      }
+    }
+    return 0;
+  } catch (const blockmm::Error& e) {
+    // Errors are agreed on by every rank (same code, same message); rank 0 reports.
+    if (comm->is_root()) report(e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    report("out of memory");
+    comm->abort(static_cast<int>(ExitCode::resource));
+  } catch (const std::exception& e) {
+    report(e.what());
+    comm->abort(static_cast<int>(ExitCode::other));
+  }
+}

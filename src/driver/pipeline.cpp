@@ -1,0 +1,204 @@
+#include "driver/pipeline.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "core/error.hpp"
+#include "driver/backend_choice.hpp"
+#include "driver/progress.hpp"
+#include "io/binary_format.hpp"
+#include "io/input_file.hpp"
+#include "io/product_writer.hpp"
+#include "kernels/backend.hpp"
+#include "partition/compress.hpp"
+#include "partition/exchange.hpp"
+#include "partition/work.hpp"
+
+namespace blockmm::driver {
+namespace {
+
+// Defaults: OMP_NUM_THREADS if set, else the node's cores shared among its ranks.
+int choose_threads(const Options& options, const comm::Communicator& comm) {
+  if (options.threads > 0) return options.threads;
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return omp_get_max_threads();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, comm.node_size()));
+}
+
+std::string duplicate_text(const io::InputFile& file, std::int32_t i, std::int32_t j) {
+  return file.path() + ": duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")" +
+         file.locate_duplicate(i, j);
+}
+
+struct Inputs {
+  std::unique_ptr<io::InputFile> a_file;
+  std::unique_ptr<io::InputFile> b_file;
+  InputRecords a_records;  // this rank's share, later its panel's rows
+  InputRecords b_records;
+};
+
+// Writes progress for the numeric phase.
+struct NumericProgress {
+  Progress& progress;
+  std::int64_t total_tiles;
+  double macs_per_tile;
+  void operator()(std::int64_t done) const {
+    progress.advance(done, total_tiles, macs_per_tile * static_cast<double>(done));
+  }
+};
+
+}  // namespace
+
+RunStats run_product(const Options& options, const comm::Communicator& comm) {
+  Stopwatch total_clock;
+  Stopwatch clock;
+  PhaseTimes mine;
+  RunStats stats;
+  stats.ranks = comm.size();
+  stats.threads = choose_threads(options, comm);
+  omp_set_num_threads(stats.threads);
+  Progress progress(comm.is_root() && !options.quiet);
+
+  // Read: headers on every rank (cheap), then each rank reads its share of the records.
+  progress.phase("reading inputs");
+  Inputs in;
+  comm.run_phase([&] { in.a_file = io::open_input(options.a_path, comm); });
+  comm.run_phase([&] {
+    in.b_file = io::open_input(options.b_path, comm);
+    io::check_same_shape(*in.a_file, *in.b_file);
+  });
+  const MatrixShape shape = in.a_file->header().shape();
+  const std::int32_t p = shape.block_rows();
+  stats.n = shape.n;
+  stats.m = shape.m;
+  stats.a_records = in.a_file->header().k;
+  stats.b_records = in.b_file->header().k;
+
+  // The temporary output exists from here on, so that an unwritable target fails before the work.
+  const io::OutputFormat format = io::choose_output_format(options.out_path, options.format);
+  stats.output_format = format == io::OutputFormat::hdf5 ? "hdf5" : "binary";
+  std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(format, options.out_path, comm);
+
+  comm.run_phase([&] {
+    in.a_records = in.a_file->read_records(io::record_share(in.a_file->header().k, comm.rank(), comm.size()));
+    in.b_records = in.b_file->read_records(io::record_share(in.b_file->header().k, comm.rank(), comm.size()));
+  });
+  mine.read = clock.lap();
+
+  // Partition: balanced contiguous block-row ranges; blocks to their owners.
+  progress.phase("partitioning");
+  std::vector<std::int32_t> bounds = {0, p};
+  partition::ExchangeCounters exchanged;
+  BlockMatrix a;
+  BlockMatrix b;
+  auto dup_a = [&](std::int32_t i, std::int32_t j) { return duplicate_text(*in.a_file, i, j); };
+  auto dup_b = [&](std::int32_t i, std::int32_t j) { return duplicate_text(*in.b_file, i, j); };
+  if (comm.size() > 1) {
+    comm.run_phase([&] {
+      const auto b_rows = partition::global_row_counts(in.b_records, comm);
+      const auto work = partition::global_row_work(in.a_records, b_rows, comm);
+      bounds = partition::balanced_ranges(work, comm.size());
+      in.a_records = partition::redistribute_by_row(in.a_records, bounds, comm, exchanged);
+      in.b_records = partition::redistribute_by_row(in.b_records, bounds, comm, exchanged);
+    });
+    mine.exchange = clock.lap();
+    progress.phase("building panels");
+    const std::int32_t lo = bounds[comm.rank()];
+    const std::int32_t hi = bounds[comm.rank() + 1];
+    BlockMatrix b_owned;
+    comm.run_phase([&] {
+      a = partition::build_block_matrix(in.a_records, lo, hi, partition::OperandRole::left, dup_a);
+      in.a_records = {};
+      b_owned = partition::build_block_matrix(in.b_records, lo, hi, partition::OperandRole::plain, dup_b);
+      in.b_records = {};
+    });
+    mine.build = clock.lap();
+    std::vector<char> needed(static_cast<std::size_t>(p), 0);
+    for (std::int32_t k : a.col) needed[k] = 1;
+    comm.run_phase([&] { in.b_records = partition::fetch_rows(b_owned, needed, bounds, comm, exchanged); });
+    b_owned = {};
+    mine.exchange += clock.lap();
+    comm.run_phase([&] {
+      b = partition::build_block_matrix(in.b_records, 0, p, partition::OperandRole::right, dup_b);
+      in.b_records = {};
+    });
+    mine.build += clock.lap();
+  } else {
+    progress.phase("building panels");
+    comm.run_phase([&] {
+      a = partition::build_block_matrix(in.a_records, 0, p, partition::OperandRole::left, dup_a);
+      in.a_records = {};
+      b = partition::build_block_matrix(in.b_records, 0, p, partition::OperandRole::right, dup_b);
+      in.b_records = {};
+    });
+    mine.build = clock.lap();
+  }
+
+  const kernels::Operands operands{a, b};
+  const std::int64_t my_products = kernels::count_block_products(operands);
+  stats.block_products = comm.sum(my_products);
+  stats.a_blocks = comm.sum(a.blocks());
+  stats.b_blocks = comm.max(b.blocks());
+  stats.rank_work = comm.gather_all(my_products);
+  stats.rank_rows = comm.gather_all(static_cast<std::int64_t>(a.rows_held()));
+  stats.imbalance = partition::imbalance(stats.rank_work);
+
+  // Backend, symbolic phase, and each rank's place in the output.
+  std::unique_ptr<kernels::Backend> backend;
+  comm.run_phase([&] { backend = choose_backend(options, comm, stats.threads, my_products * shape.m * shape.m * std::int64_t{shape.m}); });
+  stats.backend = backend->name();
+  progress.phase("symbolic");
+  TilePattern pattern;
+  comm.run_phase([&] { pattern = backend->symbolic(operands); });
+  mine.symbolic = clock.lap();
+  const std::int64_t first_tile = comm.exclusive_prefix_sum(pattern.tiles());
+  stats.c_blocks = comm.sum(pattern.tiles());
+
+  // Numeric phase, streaming its chunks into the file.
+  progress.phase("multiplying");
+  comm.run_phase([&] { writer->begin(shape, stats.c_blocks, first_tile, pattern); });
+  kernels::NumericOptions numeric_options;
+  numeric_options.chunk_bytes = options.chunk_bytes;
+  numeric_options.device_memory_budget = options.mem_budget;
+  const double macs_per_tile = pattern.tiles() > 0 ? static_cast<double>(my_products) * shape.m * shape.m * shape.m /
+                                                         static_cast<double>(pattern.tiles())
+                                                   : 0.0;
+  numeric_options.progress = NumericProgress{progress, pattern.tiles(), macs_per_tile};
+  kernels::NumericReport report;
+  comm.run_phase([&] { report = backend->numeric(operands, pattern, *writer, numeric_options); });
+  mine.numeric = clock.lap();
+  mine.write = report.sink_seconds;
+  stats.device = report.device;
+  stats.numeric_chunks = comm.max(report.chunks);
+
+  progress.phase("committing output");
+  writer->finish();
+  mine.commit = clock.lap();
+  stats.output_bytes = comm.sum(writer->bytes_written());
+  progress.finish();
+  mine.total = total_clock.seconds();
+
+  // Per-rank figures, gathered for --stats.
+  const std::vector<double> fields[] = {comm.gather_all(mine.read),     comm.gather_all(mine.exchange),
+                                        comm.gather_all(mine.build),    comm.gather_all(mine.symbolic),
+                                        comm.gather_all(mine.numeric),  comm.gather_all(mine.write),
+                                        comm.gather_all(mine.commit),   comm.gather_all(mine.total)};
+  stats.per_rank.resize(static_cast<std::size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    PhaseTimes& t = stats.per_rank[r];
+    double* slots[] = {&t.read, &t.exchange, &t.build, &t.symbolic, &t.numeric, &t.write, &t.commit, &t.total};
+    double* slowest[] = {&stats.slowest.read,    &stats.slowest.exchange, &stats.slowest.build, &stats.slowest.symbolic,
+                         &stats.slowest.numeric, &stats.slowest.write,    &stats.slowest.commit, &stats.slowest.total};
+    for (int f = 0; f < 8; ++f) {
+      *slots[f] = fields[f][r];
+      *slowest[f] = std::max(*slowest[f], fields[f][r]);
+    }
+  }
+  stats.rank_bytes_exchanged = comm.gather_all(exchanged.bytes_sent + exchanged.bytes_received);
+  return stats;
+}
+
+}  // namespace blockmm::driver

@@ -1,0 +1,67 @@
+// What a run measured: phase times, block counts, work and its balance, bytes moved. Printed
+// by --stats as text or JSON; phase times are the slowest rank's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace blockmm::driver {
+
+struct PhaseTimes {
+  double read = 0;       // inspect and read this rank's share of A and B
+  double exchange = 0;   // work estimate, ranges, block exchange
+  double build = 0;      // CSR / CSC
+  double symbolic = 0;
+  double numeric = 0;    // numeric phase including the overlapped writes
+  double write = 0;      // time inside the writer (overlapped with numeric where possible)
+  double commit = 0;     // sync, close, rename
+  double total = 0;
+};
+
+struct RunStats {
+  std::string backend;
+  std::string device;
+  std::string output_format;
+  int ranks = 1;
+  int threads = 1;
+  std::int32_t n = 0;
+  std::int32_t m = 0;
+  std::int64_t a_records = 0;  // records in the files
+  std::int64_t b_records = 0;
+  std::int64_t a_blocks = 0;   // non-zero blocks used
+  std::int64_t b_blocks = 0;
+  std::int64_t c_blocks = 0;
+  std::int64_t block_products = 0;
+  std::int64_t output_bytes = 0;
+  PhaseTimes slowest;                       // per phase, the max over ranks
+  std::vector<PhaseTimes> per_rank;
+  std::vector<std::int64_t> rank_work;      // block products per rank
+  std::vector<std::int64_t> rank_rows;      // block-rows per rank
+  std::vector<std::int64_t> rank_bytes_exchanged;
+  double imbalance = 1;                     // max/mean of rank_work
+  std::int64_t numeric_chunks = 0;
+
+  std::int64_t useful_macs() const { return block_products * std::int64_t{m} * m * m; }
+};
+
+std::string stats_text(const RunStats& stats);
+std::string stats_json(const RunStats& stats);
+
+class Stopwatch {
+ public:
+  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - start_).count();
+    start_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace blockmm::driver

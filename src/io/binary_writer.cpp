@@ -1,0 +1,79 @@
+// The COL380 output file: rank 0 writes the header, every rank its records at
+// 12 + (first global tile) * record size; offsets come from an exclusive scan of tile counts.
+// Ranks write independently (MPI_File_write_at) as chunks are computed: their ranges are
+// large, contiguous and disjoint, and collective writes would lock ranks with different chunk
+// counts into step.
+#include <atomic>
+#include <limits>
+
+#include "core/error.hpp"
+#include "io/atomic_output.hpp"
+#include "io/file_access.hpp"
+#include "io/product_writer.hpp"
+
+namespace blockmm::io {
+
+std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm);
+
+namespace {
+
+class BinaryProductWriter final : public ProductWriter {
+ public:
+  BinaryProductWriter(const std::string& target, const comm::Communicator& comm) : comm_(comm), output_(target, comm) {
+    comm.run_phase([&] { file_ = open_writer(output_.temporary_path(), target, comm); });
+  }
+
+  void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const TilePattern& /*pattern*/) override {
+    if (total_tiles > std::numeric_limits<std::int32_t>::max())
+      throw OutputError(output_.target() + ": the product has " + std::to_string(total_tiles) +
+                        " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");
+    stride_ = record_bytes<std::uint32_t>(shape.m);
+    first_tile_ = first_tile;
+    if (comm_.is_root()) {
+      const std::int32_t header[3] = {shape.n, shape.m, static_cast<std::int32_t>(total_tiles)};
+      file_->write_at(0, header, sizeof header);
+      written_ += sizeof header;
+    }
+  }
+
+  void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
+    file_->write_at(kHeaderBytes + (first_tile_ + first_tile) * stride_, records, count * stride_);
+    written_ += count * stride_;
+  }
+
+  void finish() override {
+    comm_.run_phase([&] { file_->sync_and_close(); });
+    output_.commit();
+  }
+
+  std::int64_t bytes_written() const override { return written_; }
+
+ private:
+  const comm::Communicator& comm_;
+  AtomicOutput output_;
+  std::unique_ptr<FileWriter> file_;
+  std::int64_t stride_ = 0;
+  std::int64_t first_tile_ = 0;
+  std::atomic<std::int64_t> written_{0};
+};
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+OutputFormat choose_output_format(const std::string& target, const std::string& requested) {
+  if (requested == "bin" || requested == "binary") return OutputFormat::binary;
+  if (requested == "h5" || requested == "hdf5") return OutputFormat::hdf5;
+  if (requested != "auto") throw UsageError("unknown output format '" + requested + "' (expected auto, bin or h5)");
+  return ends_with(target, ".h5") || ends_with(target, ".hdf5") ? OutputFormat::hdf5 : OutputFormat::binary;
+}
+
+std::unique_ptr<ProductWriter> make_product_writer(OutputFormat format, const std::string& target,
+                                                   const comm::Communicator& comm) {
+  if (format == OutputFormat::hdf5) return make_hdf5_product_writer(target, comm);
+  return std::make_unique<BinaryProductWriter>(target, comm);
+}
+
+}  // namespace blockmm::io

@@ -1,0 +1,160 @@
+#include "io/file_access.hpp"
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "comm/mpi_check.hpp"
+#include "core/error.hpp"
+
+namespace blockmm::io {
+namespace {
+
+constexpr std::int64_t kPiece = std::int64_t{1} << 30;  // keeps MPI's int counts and pread's size in range
+
+class PosixReader final : public FileReader {
+ public:
+  explicit PosixReader(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  }
+  ~PosixReader() override { ::close(fd_); }
+  void read_at(std::int64_t offset, void* destination, std::int64_t bytes) override {
+    read_fully(fd_, offset, destination, bytes, path_);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+class PosixWriter final : public FileWriter {
+ public:
+  PosixWriter(const std::string& path, const std::string& shown) : shown_(shown) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw OutputError(shown + ": cannot open the temporary file " + path + ": " + std::strerror(errno));
+  }
+  ~PosixWriter() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
+    write_fully(fd_, offset, source, bytes, shown_);
+  }
+  void sync_and_close() override {
+    if (::fsync(fd_) != 0) throw OutputError(shown_ + ": fsync failed: " + std::strerror(errno));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw OutputError(shown_ + ": close failed: " + std::strerror(errno));
+  }
+
+ private:
+  std::string shown_;
+  int fd_ = -1;
+};
+
+class MpiReader final : public FileReader {
+ public:
+  MpiReader(const std::string& path) : path_(path) {
+    BLOCKMM_MPI_CHECK_AS(MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &file_),
+                         ExitCode::bad_input, path + ": cannot open with MPI-IO");
+  }
+  ~MpiReader() override { MPI_File_close(&file_); }
+  void read_at(std::int64_t offset, void* destination, std::int64_t bytes) override {
+    auto* out = static_cast<char*>(destination);
+    for (std::int64_t done = 0; done < bytes;) {
+      const int count = static_cast<int>(std::min(kPiece, bytes - done));
+      MPI_Status status;
+      BLOCKMM_MPI_CHECK_AS(MPI_File_read_at(file_, offset + done, out + done, count, MPI_BYTE, &status),
+                           ExitCode::bad_input, path_ + ": read failed at byte " + std::to_string(offset + done));
+      int got = 0;
+      BLOCKMM_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &got));
+      if (got <= 0)
+        throw InputError(path_ + ": unexpected end of file at byte " + std::to_string(offset + done) +
+                         " (the file changed while being read?)");
+      done += got;
+    }
+  }
+
+ private:
+  std::string path_;
+  MPI_File file_ = MPI_FILE_NULL;
+};
+
+class MpiWriter final : public FileWriter {
+ public:
+  MpiWriter(const std::string& path, const std::string& shown) : shown_(shown) {
+    BLOCKMM_MPI_CHECK_AS(MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file_),
+                         ExitCode::output_failure, shown + ": cannot open the temporary file " + path + " with MPI-IO");
+  }
+  ~MpiWriter() override {
+    if (file_ != MPI_FILE_NULL) MPI_File_close(&file_);
+  }
+  void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
+    const auto* in = static_cast<const char*>(source);
+    for (std::int64_t done = 0; done < bytes;) {
+      const int count = static_cast<int>(std::min(kPiece, bytes - done));
+      MPI_Status status;
+      BLOCKMM_MPI_CHECK_AS(MPI_File_write_at(file_, offset + done, in + done, count, MPI_BYTE, &status),
+                           ExitCode::output_failure, shown_ + ": write failed at byte " + std::to_string(offset + done));
+      int put = 0;
+      BLOCKMM_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &put));
+      if (put <= 0) throw OutputError(shown_ + ": write made no progress at byte " + std::to_string(offset + done));
+      done += put;
+    }
+  }
+  void sync_and_close() override {
+    BLOCKMM_MPI_CHECK_AS(MPI_File_sync(file_), ExitCode::output_failure, shown_ + ": MPI_File_sync failed");
+    BLOCKMM_MPI_CHECK_AS(MPI_File_close(&file_), ExitCode::output_failure, shown_ + ": MPI_File_close failed");
+    file_ = MPI_FILE_NULL;
+  }
+
+ private:
+  std::string shown_;
+  MPI_File file_ = MPI_FILE_NULL;
+};
+
+}  // namespace
+
+std::unique_ptr<FileReader> open_reader(const std::string& path, const comm::Communicator& comm) {
+  if (comm.uses_mpi() && comm.size() > 1) return std::make_unique<MpiReader>(path);
+  return std::make_unique<PosixReader>(path);
+}
+
+std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::string& shown_name,
+                                        const comm::Communicator& comm) {
+  if (comm.uses_mpi() && comm.size() > 1) return std::make_unique<MpiWriter>(path, shown_name);
+  return std::make_unique<PosixWriter>(path, shown_name);
+}
+
+void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path) {
+  auto* out = static_cast<char*>(destination);
+  for (std::int64_t done = 0; done < bytes;) {
+    const ssize_t got = ::pread(fd, out + done, static_cast<std::size_t>(std::min(kPiece, bytes - done)), offset + done);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw InputError(path + ": read failed at byte " + std::to_string(offset + done) + ": " + std::strerror(errno));
+    }
+    if (got == 0)
+      throw InputError(path + ": unexpected end of file at byte " + std::to_string(offset + done) +
+                       " (the file changed while being read?)");
+    done += got;
+  }
+}
+
+void write_fully(int fd, std::int64_t offset, const void* source, std::int64_t bytes, const std::string& path) {
+  const auto* in = static_cast<const char*>(source);
+  for (std::int64_t done = 0; done < bytes;) {
+    const ssize_t put = ::pwrite(fd, in + done, static_cast<std::size_t>(std::min(kPiece, bytes - done)), offset + done);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      throw OutputError(path + ": write failed at byte " + std::to_string(offset + done) + ": " + std::strerror(errno));
+    }
+    done += put;
+  }
+}
+
+}  // namespace blockmm::io

@@ -1,0 +1,36 @@
+// Positioned reads and writes of one file, by POSIX calls (single rank) or MPI-IO (several
+// ranks). Sizes are int64 throughout; MPI's int counts are handled by writing in pieces.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.hpp"
+
+namespace blockmm::io {
+
+class FileReader {
+ public:
+  virtual ~FileReader() = default;
+  virtual void read_at(std::int64_t offset, void* destination, std::int64_t bytes) = 0;
+};
+
+class FileWriter {
+ public:
+  virtual ~FileWriter() = default;
+  virtual void write_at(std::int64_t offset, const void* source, std::int64_t bytes) = 0;
+  // Collective: flush to stable storage and close.
+  virtual void sync_and_close() = 0;
+};
+
+// Collective under MPI (every rank opens). Errors are InputError (reader) / OutputError (writer).
+std::unique_ptr<FileReader> open_reader(const std::string& path, const comm::Communicator& comm);
+std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::string& shown_name,
+                                        const comm::Communicator& comm);
+
+// read(2) / pwrite(2) loops that survive EINTR and short transfers.
+void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path);
+void write_fully(int fd, std::int64_t offset, const void* source, std::int64_t bytes, const std::string& path);
+
+}  // namespace blockmm::io

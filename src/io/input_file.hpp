@@ -1,0 +1,39 @@
+// An input matrix file, COL380 binary or HDF5 (BSR layout), told apart by its signature. Each
+// rank reads its own share of the blocks; every block returned has been validated.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "core/block_matrix.hpp"
+#include "io/binary_format.hpp"
+
+namespace blockmm::io {
+
+class InputFile {
+ public:
+  virtual ~InputFile() = default;
+  virtual const std::string& path() const = 0;
+  virtual const FileHeader& header() const = 0;  // k = blocks stored in the file
+  virtual std::string format_name() const = 0;
+  // Blocks [range.first, range.first + range.count) in the file's order, as uint16 records.
+  virtual InputRecords read_records(RecordRange range) = 0;
+  // " at records X and Y ..." where block (i, j) occurs twice, for duplicate messages; "" if unknown.
+  virtual std::string locate_duplicate(std::int32_t i, std::int32_t j) const = 0;
+};
+
+// Collective under MPI. Throws InputError (exit 3) for missing, unreadable or malformed files.
+std::unique_ptr<InputFile> open_input(const std::string& path, const comm::Communicator& comm);
+
+// Whether the file starts with the HDF5 signature.
+bool has_hdf5_signature(const std::string& path);
+
+// A and B must have the same n and m.
+void check_same_shape(const InputFile& a, const InputFile& b);
+
+// The HDF5 reader (io/hdf5_input.cpp).
+std::unique_ptr<InputFile> open_hdf5_input(const std::string& path, const comm::Communicator& comm);
+
+}  // namespace blockmm::io

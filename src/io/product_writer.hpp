@@ -1,0 +1,36 @@
+// Writing C: every rank writes its own panel straight into the shared output file (never
+// through one rank), into a temporary file that is renamed only when every rank succeeded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "core/block_matrix.hpp"
+#include "core/record_sink.hpp"
+
+namespace blockmm::io {
+
+enum class OutputFormat { binary, hdf5 };
+
+// `requested` is "auto" (by the target's extension: .h5 / .hdf5 -> HDF5), "bin" or "h5".
+OutputFormat choose_output_format(const std::string& target, const std::string& requested);
+
+class ProductWriter : public RecordSink {
+ public:
+  // Collective. This rank's panel has pattern.tiles() tiles starting at global tile
+  // `first_tile` of `total_tiles`; the panels of ranks 0, 1, ... follow each other.
+  virtual void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile,
+                     const TilePattern& pattern) = 0;
+  // Collective: make the file durable and move it into place.
+  virtual void finish() = 0;
+  // Bytes this rank wrote.
+  virtual std::int64_t bytes_written() const = 0;
+};
+
+// Collective: creates the temporary file beside `target`.
+std::unique_ptr<ProductWriter> make_product_writer(OutputFormat format, const std::string& target,
+                                                   const comm::Communicator& comm);
+
+}  // namespace blockmm::io

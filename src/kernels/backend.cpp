@@ -1,0 +1,61 @@
+#include "kernels/backend.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/reference/reference_backend.hpp"
+
+namespace blockmm::kernels {
+
+BackendKind parse_backend_kind(const std::string& name) {
+  if (name == "reference") return BackendKind::reference;
+  if (name == "cpu") return BackendKind::cpu;
+  if (name == "cuda") return BackendKind::cuda;
+  throw UsageError("unknown backend '" + name + "' (expected auto, cpu, cuda or reference)");
+}
+
+std::string to_string(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::reference: return "reference";
+    case BackendKind::cpu: return "cpu";
+    case BackendKind::cuda: return "cuda";
+  }
+  return "?";
+}
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendConfig& config) {
+  switch (kind) {
+    case BackendKind::reference: return make_reference_backend();
+    case BackendKind::cpu: return make_cpu_backend(config.threads);
+    case BackendKind::cuda: return make_cuda_backend(config.device);
+  }
+  throw UsageError("unknown backend");
+}
+
+bool cuda_device_available() {
+  // Asking the CUDA runtime costs a driver load (~0.1-0.3 s); skip it where no GPU can exist.
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible != nullptr && (std::strlen(visible) == 0 || std::strcmp(visible, "-1") == 0)) return false;
+  struct stat st {};
+  if (stat("/dev/nvidiactl", &st) != 0 && stat("/dev/nvidia0", &st) != 0) return false;
+  return cuda_device_count() > 0;
+}
+
+std::int64_t count_block_products(const Operands& ops) {
+  std::int64_t products = 0;
+#pragma omp parallel for reduction(+ : products) schedule(dynamic, 64)
+  for (std::int32_t r = 0; r < ops.a.rows_held(); ++r) {
+    for (std::int64_t e = ops.a.row_ptr[r]; e < ops.a.row_ptr[r + 1]; ++e) {
+      const std::int32_t kr = ops.a.col[e] - ops.b.row_begin;
+      if (kr >= 0 && kr < ops.b.rows_held()) products += ops.b.row_ptr[kr + 1] - ops.b.row_ptr[kr];
+    }
+  }
+  return products;
+}
+
+}  // namespace blockmm::kernels

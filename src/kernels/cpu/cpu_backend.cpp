@@ -1,0 +1,26 @@
+#include "kernels/cpu/cpu_backend.hpp"
+
+#include <omp.h>
+
+namespace blockmm::kernels {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) {
+    if (threads > 0) omp_set_num_threads(threads);
+  }
+  std::string name() const override { return "cpu"; }
+  TilePattern symbolic(const Operands& operands) override { return cpu_symbolic(operands); }
+  NumericReport numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
+                        const NumericOptions& options) override {
+    return cpu_numeric(operands, pattern, sink, options);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace blockmm::kernels

@@ -1,0 +1,17 @@
+// Entry points of the CUDA backend that host code may call. Host code includes this header
+// only; kernels and CUDA headers stay in this folder's .cu files. In a build without CUDA the
+// functions exist and report that the backend is unavailable.
+#pragma once
+
+#include <memory>
+
+#include "kernels/backend.hpp"
+
+namespace blockmm::kernels {
+
+// Devices the CUDA runtime can use here; 0 without a driver, a device or a CUDA build.
+int cuda_device_count();
+
+std::unique_ptr<Backend> make_cuda_backend(int device);
+
+}  // namespace blockmm::kernels

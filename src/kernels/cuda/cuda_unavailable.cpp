@@ -1,0 +1,13 @@
+// Stand-in for builds without CUDA (BLOCKMM_ENABLE_CUDA=OFF).
+#include "core/error.hpp"
+#include "kernels/cuda/cuda_backend.hpp"
+
+namespace blockmm::kernels {
+
+int cuda_device_count() { return 0; }
+
+std::unique_ptr<Backend> make_cuda_backend(int /*device*/) {
+  throw ResourceError("the cuda backend is not in this build (configure with a CUDA compiler and BLOCKMM_ENABLE_CUDA=ON)");
+}
+
+}  // namespace blockmm::kernels

@@ -1,0 +1,22 @@
+// In-process single-rank product through the real partition and kernel code, for unit tests.
+#pragma once
+
+#include "core/block_matrix.hpp"
+#include "kernels/backend.hpp"
+
+namespace blockmm::testing {
+
+struct ProductRun {
+  TilePattern pattern;
+  OutputRecords output;  // records in the order the backend emitted them
+  std::int64_t chunks = 0;
+};
+
+// C = A x B on one rank with `kind`; chunk_bytes small values force many chunks.
+ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::BackendKind kind,
+                    std::int64_t chunk_bytes = std::int64_t{256} << 20, std::int64_t device_budget = 0);
+
+// True if records are sorted by (i, j) with no repeats.
+bool sorted_unique(const OutputRecords& records);
+
+}  // namespace blockmm::testing
