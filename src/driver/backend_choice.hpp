@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 
 #include "comm/communicator.hpp"
@@ -13,6 +14,14 @@ namespace blockmm::driver {
 
 // Useful multiply-adds below which "auto" keeps to the CPU.
 constexpr std::int64_t kAutoCudaMinMacs = std::int64_t{4} << 30;
+
+// Input bytes above which "auto" starts the CUDA context while the inputs are read.
+constexpr std::int64_t kAutoCudaWarmUpInputBytes = std::int64_t{64} << 20;
+
+// Starts CUDA in the background when this run will probably use it; the returned future is
+// waited for by choose_backend (empty when nothing was started).
+std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
+                                            std::int64_t input_bytes);
 
 std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const comm::Communicator& comm, int threads,
                                                  std::int64_t rank_macs);

@@ -70,6 +70,9 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
     in.b_file = io::open_input(options.b_path, comm);
     io::check_same_shape(*in.a_file, *in.b_file);
   });
+  const std::int64_t input_bytes =
+      (in.a_file->header().k + in.b_file->header().k) * record_bytes<std::uint16_t>(in.a_file->header().m);
+  std::shared_future<void> cuda_warm_up = start_cuda_warm_up(options, comm, input_bytes);
   const MatrixShape shape = in.a_file->header().shape();
   const std::int32_t p = shape.block_rows();
   stats.n = shape.n;
@@ -148,8 +151,12 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
 
   // Backend, symbolic phase, and each rank's place in the output.
   std::unique_ptr<kernels::Backend> backend;
-  comm.run_phase([&] { backend = choose_backend(options, comm, stats.threads, my_products * shape.m * shape.m * std::int64_t{shape.m}); });
+  comm.run_phase([&] {
+    if (cuda_warm_up.valid()) cuda_warm_up.wait();
+    backend = choose_backend(options, comm, stats.threads, my_products * shape.m * shape.m * std::int64_t{shape.m});
+  });
   stats.backend = backend->name();
+  mine.setup = clock.lap();
   progress.phase("symbolic");
   TilePattern pattern;
   comm.run_phase([&] { pattern = backend->symbolic(operands); });
@@ -171,6 +178,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   comm.run_phase([&] { report = backend->numeric(operands, pattern, *writer, numeric_options); });
   mine.numeric = clock.lap();
   mine.write = report.sink_seconds;
+  mine.numeric_compute = report.compute_seconds;
   stats.device = report.device;
   stats.numeric_chunks = comm.max(report.chunks);
 
@@ -182,19 +190,16 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   mine.total = total_clock.seconds();
 
   // Per-rank figures, gathered for --stats.
-  const std::vector<double> fields[] = {comm.gather_all(mine.read),     comm.gather_all(mine.exchange),
-                                        comm.gather_all(mine.build),    comm.gather_all(mine.symbolic),
-                                        comm.gather_all(mine.numeric),  comm.gather_all(mine.write),
-                                        comm.gather_all(mine.commit),   comm.gather_all(mine.total)};
+  double PhaseTimes::*const phases[] = {&PhaseTimes::read,    &PhaseTimes::exchange,        &PhaseTimes::build,
+                                        &PhaseTimes::setup,   &PhaseTimes::symbolic,        &PhaseTimes::numeric,
+                                        &PhaseTimes::numeric_compute, &PhaseTimes::write,   &PhaseTimes::commit,
+                                        &PhaseTimes::total};
   stats.per_rank.resize(static_cast<std::size_t>(comm.size()));
-  for (int r = 0; r < comm.size(); ++r) {
-    PhaseTimes& t = stats.per_rank[r];
-    double* slots[] = {&t.read, &t.exchange, &t.build, &t.symbolic, &t.numeric, &t.write, &t.commit, &t.total};
-    double* slowest[] = {&stats.slowest.read,    &stats.slowest.exchange, &stats.slowest.build, &stats.slowest.symbolic,
-                         &stats.slowest.numeric, &stats.slowest.write,    &stats.slowest.commit, &stats.slowest.total};
-    for (int f = 0; f < 8; ++f) {
-      *slots[f] = fields[f][r];
-      *slowest[f] = std::max(*slowest[f], fields[f][r]);
+  for (double PhaseTimes::*phase : phases) {
+    const std::vector<double> per_rank = comm.gather_all(mine.*phase);
+    for (int r = 0; r < comm.size(); ++r) {
+      stats.per_rank[r].*phase = per_rank[r];
+      stats.slowest.*phase = std::max(stats.slowest.*phase, per_rank[r]);
     }
   }
   stats.rank_bytes_exchanged = comm.gather_all(exchanged.bytes_sent + exchanged.bytes_received);

@@ -9,8 +9,10 @@ namespace blockmm::driver {
 namespace {
 
 nlohmann::json phases_json(const PhaseTimes& t) {
-  return {{"read", t.read},         {"exchange", t.exchange}, {"build", t.build}, {"symbolic", t.symbolic},
-          {"numeric", t.numeric},   {"write", t.write},       {"commit", t.commit}, {"total", t.total}};
+  return {{"read", t.read},       {"exchange", t.exchange}, {"build", t.build},
+          {"setup", t.setup},     {"symbolic", t.symbolic}, {"numeric", t.numeric},
+          {"numeric_compute", t.numeric_compute},           {"write", t.write},
+          {"commit", t.commit},   {"total", t.total}};
 }
 
 std::string fixed(double v, int digits) {
@@ -64,8 +66,9 @@ std::string stats_text(const RunStats& s) {
       << fixed(s.slowest.numeric > 0 ? s.useful_macs() / s.slowest.numeric / 1e9 : 0.0, 2) << " GMAC/s in numeric, "
       << fixed(s.slowest.total > 0 ? s.useful_macs() / s.slowest.total / 1e9 : 0.0, 2) << " GMAC/s end to end\n";
   out << "  seconds (slowest rank): read " << fixed(t.read, 3) << ", exchange " << fixed(t.exchange, 3) << ", build "
-      << fixed(t.build, 3) << ", symbolic " << fixed(t.symbolic, 3) << ", numeric " << fixed(t.numeric, 3)
-      << " (of which writing " << fixed(t.write, 3) << "), commit " << fixed(t.commit, 3) << "; total "
+      << fixed(t.build, 3) << ", setup " << fixed(t.setup, 3) << ", symbolic " << fixed(t.symbolic, 3)
+      << ", numeric " << fixed(t.numeric, 3) << " (kernels busy " << fixed(t.numeric_compute, 3) << ", writing "
+      << fixed(t.write, 3) << "), commit " << fixed(t.commit, 3) << "; total "
       << fixed(t.total, 3) << "\n";
   if (s.ranks > 1) {
     out << "  balance: imbalance (max/mean work) " << fixed(s.imbalance, 3) << "\n";

@@ -13,8 +13,10 @@ struct PhaseTimes {
   double read = 0;       // inspect and read this rank's share of A and B
   double exchange = 0;   // work estimate, ranges, block exchange
   double build = 0;      // CSR / CSC
+  double setup = 0;      // backend start (CUDA context, unless overlapped with reading)
   double symbolic = 0;
   double numeric = 0;    // numeric phase including the overlapped writes
+  double numeric_compute = 0;  // of which the kernels were busy (device time for cuda)
   double write = 0;      // time inside the writer (overlapped with numeric where possible)
   double commit = 0;     // sync, close, rename
   double total = 0;

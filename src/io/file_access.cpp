@@ -15,6 +15,7 @@ namespace blockmm::io {
 namespace {
 
 constexpr std::int64_t kPiece = std::int64_t{1} << 30;  // keeps MPI's int counts and pread's size in range
+constexpr std::int64_t kEarlyWritebackBytes = std::int64_t{4} << 20;
 
 class PosixReader final : public FileReader {
  public:
@@ -43,6 +44,11 @@ class PosixWriter final : public FileWriter {
   }
   void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
     write_fully(fd_, offset, source, bytes, shown_);
+#if defined(__linux__)
+    // Start write-back of this range now: otherwise a multi-GB output sits dirty in the page
+    // cache until the final fsync, which then pays for all of it after the compute is done.
+    if (bytes >= kEarlyWritebackBytes) (void)::sync_file_range(fd_, offset, bytes, SYNC_FILE_RANGE_WRITE);
+#endif
   }
   void sync_and_close() override {
     if (::fsync(fd_) != 0) throw OutputError(shown_ + ": fsync failed: " + std::strerror(errno));

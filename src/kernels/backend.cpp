@@ -32,7 +32,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendConfig& con
   switch (kind) {
     case BackendKind::reference: return make_reference_backend();
     case BackendKind::cpu: return make_cpu_backend(config.threads);
-    case BackendKind::cuda: return make_cuda_backend(config.device);
+    case BackendKind::cuda: return make_cuda_backend(config.device, config.device_sharers);
   }
   throw UsageError("unknown backend");
 }

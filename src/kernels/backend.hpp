@@ -54,6 +54,7 @@ std::string to_string(BackendKind kind);
 struct BackendConfig {
   int threads = 0;  // OpenMP threads for the cpu backend; 0 keeps the runtime's default
   int device = -1;  // CUDA device ordinal; -1: chosen by the backend
+  int device_sharers = 1;  // ranks sharing that device (they split its memory)
 };
 
 // Throws ResourceError when the kind cannot run here (cuda without a build or a device).

@@ -6,8 +6,10 @@ namespace blockmm::kernels {
 
 int cuda_device_count() { return 0; }
 
-std::unique_ptr<Backend> make_cuda_backend(int /*device*/) {
+std::unique_ptr<Backend> make_cuda_backend(int /*device*/, int /*sharers*/) {
   throw ResourceError("the cuda backend is not in this build (configure with a CUDA compiler and BLOCKMM_ENABLE_CUDA=ON)");
 }
+
+void warm_up_cuda(int /*device*/) {}
 
 }  // namespace blockmm::kernels

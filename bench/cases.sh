@@ -1,0 +1,29 @@
+# Benchmark cases of DESIGN.md §5 (values uniform in [0, 1023], fixed seeds), as
+# "name n m k" lines; sourced by bench scripts. G1 is fully dense, E1 element-level.
+BLOCKMM_CASES="
+S1 32768 8 16800
+S2 32768 4 65300
+D1 32768 4 1000000
+D2 32768 4 10000000
+D3 32768 8 8800000
+D4 32768 4 33000000
+G1 16384 8 4194304
+E1 1048576 1 10485760
+"
+# Scaled-down cases for a CPU-only machine.
+BLOCKMM_SMALL_CASES="
+S1 32768 8 16800
+S2 32768 4 65300
+D1s 32768 4 300000
+G1s 2048 8 65536
+E1s 131072 1 1310720
+"
+
+# make_case DIR NAME N M K THREADS: writes DIR/NAME.A.bin and DIR/NAME.B.bin once.
+make_case() {
+  local dir=$1 name=$2 n=$3 m=$4 k=$5 threads=${6:-0}
+  local t=()
+  [ "$threads" -gt 0 ] && t=(--threads "$threads")
+  [ -f "$dir/$name.A.bin" ] || "$BLOCKMM_BUILD/blockmm-gen" "$dir/$name.A.bin" --n "$n" --m "$m" --k "$k" --max-value 1023 --seed 1 -q "${t[@]}"
+  [ -f "$dir/$name.B.bin" ] || "$BLOCKMM_BUILD/blockmm-gen" "$dir/$name.B.bin" --n "$n" --m "$m" --k "$k" --max-value 1023 --seed 2 -q "${t[@]}"
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, GPU tests, sanitizers, benchmarks. Logs go to $OUT.
+#   bench/device/gpu_session.sh STAGE...   stages: build test sanitize bench:CASE[,CASE] verify:CASE[,CASE]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+OUT=${OUT:-/tmp/out}
+final_out=$OUT
+OUT=$final_out/logs   # everything but the summary goes into one tarball (8 files come back at most)
+mkdir -p "$OUT"
+export BLOCKMM_BUILD=$root/build-gpu
+data=/tmp/blockmm-bench
+mkdir -p "$data"
+source bench/cases.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+summary=$final_out/summary.txt
+
+note() { echo "== $*" | tee -a "$summary"; }
+
+stage_build() {
+  note "build $(date +%T)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$summary"
+  cmake -S . -B "$BLOCKMM_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 &&
+    ninja -C "$BLOCKMM_BUILD" -j16 >> "$OUT/build.log" 2>&1
+  local rc=$?
+  tail -3 "$OUT/build.log" | tee -a "$summary"
+  return $rc
+}
+
+stage_test() {
+  note "tests $(date +%T)"
+  (cd "$BLOCKMM_BUILD" && ctest -L 'gpu|unit' -j4 --output-on-failure --timeout 300) > "$OUT/ctest_gpu.log" 2>&1
+  local rc=$?
+  grep -E "tests passed|tests failed|Failed|\*\*\*|Skipped|Not Run" "$OUT/ctest_gpu.log" | tail -15 | tee -a "$summary"
+  return $rc
+}
+
+stage_sanitize() {
+  note "compute-sanitizer $(date +%T)"
+  local bin=$BLOCKMM_BUILD/tests/gpu/blockmm_gpu_tests
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 "$bin" \
+      --gtest_filter='*Generic*:*LargeBlocks*:*TenTimes*:*Budget*' > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "$tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1))" | tee -a "$summary"
+  done
+}
+
+# bench:S1,S2 — end-to-end runs with --stats=json, the I/O floor, and the cuSPARSE anchor.
+stage_bench() {
+  local names=${1//,/ }
+  for name in $names; do
+    line=$(echo "$BLOCKMM_CASES" | awk -v n="$name" '$1 == n')
+    [ -n "$line" ] || { echo "unknown case $name"; continue; }
+    set -- $line
+    make_case "$data" "$1" "$2" "$3" "$4" 16
+    local a=$data/$name.A.bin b=$data/$name.B.bin c=$data/$name.C.bin
+    cat "$a" "$b" > /dev/null  # page cache, as the floor assumes
+    note "bench $name (n=$2 m=$3 k=$4) $(date +%T)"
+    for rep in $(seq 1 "${REPS:-3}"); do
+      /usr/bin/time -f "%e s wall, %M KB maxrss" "$BLOCKMM_BUILD/blockmm" --backend cuda -q --stats=json "$a" "$b" "$c" \
+        > "$OUT/$name.cuda.$rep.json" 2> "$OUT/$name.cuda.$rep.time" || echo "cuda run failed: $(cat "$OUT/$name.cuda.$rep.time")"
+      python3 - "$OUT/$name.cuda.$rep.json" "$OUT/$name.cuda.$rep.time" <<'PY' | tee -a "$summary"
+import json, sys
+s = json.load(open(sys.argv[1])); t = s["seconds"]
+busy = t.get('numeric_compute', 0)
+print(f"  cuda: total {t['total']:.3f}s (read {t['read']:.3f} build {t['build']:.3f} setup {t.get('setup', 0):.3f} "
+      f"symbolic {t['symbolic']:.3f} numeric {t['numeric']:.3f} [kernels {busy:.3f} = "
+      f"{s['useful_macs'] / busy / 1e9 if busy else 0:.0f} GMAC/s] write {t['write']:.3f} commit {t['commit']:.3f}); "
+      f"C blocks {s['blocks']['c']}; {open(sys.argv[2]).read().strip()}")
+PY
+    done
+    local out_bytes
+    out_bytes=$(stat -c %s "$c")
+    local t0 t1
+    t0=$(date +%s.%N); cat "$a" "$b" > /dev/null; t1=$(date +%s.%N)
+    local read_s; read_s=$(awk "BEGIN{printf \"%.3f\", $t1 - $t0}")
+    t0=$(date +%s.%N); dd if=/dev/zero of="$data/floor.bin" bs=64M count=$(( (out_bytes + 67108863) / 67108864 )) conv=fsync status=none; t1=$(date +%s.%N)
+    local write_s; write_s=$(awk "BEGIN{printf \"%.3f\", $t1 - $t0}")
+    rm -f "$data/floor.bin"
+    echo "  I/O floor: read inputs ${read_s}s + write+fsync $((out_bytes / 1000000)) MB ${write_s}s" | tee -a "$summary"
+    if [ "${ANCHOR:-1}" = 1 ]; then
+      timeout 300 "$BLOCKMM_BUILD/cusparse_anchor" "$a" "$b" > "$OUT/$name.cusparse.json" 2>&1
+      echo "  cuSPARSE f64 SpGEMM: $(cat "$OUT/$name.cusparse.json" | tail -1)" | tee -a "$summary"
+    fi
+    if [ "${CPU:-0}" = 1 ]; then
+      "$BLOCKMM_BUILD/blockmm" --backend cpu -q --stats=json "$a" "$b" "$data/$name.cpu.bin" > "$OUT/$name.cpu.json"
+      cmp "$c" "$data/$name.cpu.bin" && echo "  cpu backend: identical bytes; $(python3 -c "import json;s=json.load(open('$OUT/$name.cpu.json'));print('total %.3fs numeric %.3fs' % (s['seconds']['total'], s['seconds']['numeric']))")" | tee -a "$summary"
+      rm -f "$data/$name.cpu.bin"
+    fi
+  done
+}
+
+stage_anchor() {
+  for name in ${1//,/ }; do
+    note "cuSPARSE anchor $name $(date +%T)"
+    timeout 300 "$BLOCKMM_BUILD/cusparse_anchor" "$data/$name.A.bin" "$data/$name.B.bin" 2>&1 | tail -1 | tee -a "$summary"
+  done
+}
+
+stage_verify() {
+  for name in ${1//,/ }; do
+    note "verify $name against a dense float64 cuBLAS product $(date +%T)"
+    python3 bench/verify_dense.py "$data/$name.A.bin" "$data/$name.B.bin" "$data/$name.C.bin" 2>&1 | tail -2 | tee -a "$summary"
+  done
+}
+
+for stage in "$@"; do
+  case $stage in
+    build) stage_build || { echo "build failed"; tail -40 "$OUT/build.log"; exit 1; } ;;
+    test) stage_test ;;
+    sanitize) stage_sanitize ;;
+    bench:*) stage_bench "${stage#bench:}" ;;
+    verify:*) stage_verify "${stage#verify:}" ;;
+    anchor:*) stage_anchor "${stage#anchor:}" ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done
+note "done $(date +%T)"
+tar czf "$final_out/logs.tgz" -C "$final_out" logs && rm -rf "$OUT"
+cat "$summary"

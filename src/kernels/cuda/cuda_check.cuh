@@ -1,0 +1,15 @@
+// Checked CUDA calls: failures become ResourceError (exit 5) naming the call and CUDA's reason.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/error.hpp"
+
+#define BLOCKMM_CUDA_CHECK(call)                                                                     \
+  do {                                                                                               \
+    const cudaError_t blockmm_cuda_rc_ = (call);                                                      \
+    if (blockmm_cuda_rc_ != cudaSuccess)                                                              \
+      throw ::blockmm::ResourceError(std::string("CUDA: ") + #call + ": " + cudaGetErrorString(blockmm_cuda_rc_)); \
+  } while (0)

@@ -1,0 +1,251 @@
+// The numeric kernel: one thread block per work unit, a run of up to TILES output tiles (i, j)
+// of one block-row i, so that a thread block has 128 threads even for m = 1, 2, 4. Threads
+// that share a tile split its rows. Each thread intersects A's row i with B's column j by two
+// pointers, collecting matches in batches so that the multiply-adds run convergent across the
+// warp, accumulates in uint64 registers, and writes its saturated rows straight into the
+// tile's output record: offsets are fixed by the (exact) symbolic phase, so nothing needs
+// compacting afterwards.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace blockmm::kernels::cuda {
+
+constexpr int kThreadsPerUnit = 128;
+constexpr int kMatchBatch = 8;
+
+struct WorkUnit {
+  std::int64_t first_tile;  // panel tile index of the unit's first tile
+  std::int32_t row;         // panel row (relative to the A panel's first row)
+  std::int32_t tiles;       // tiles in this unit
+};
+
+struct TileParams {
+  // A panel in CSR: row r's blocks are [a_row_ptr[r], a_row_ptr[r+1]); values in CSR order.
+  const std::int32_t* a_row_ptr;
+  const std::int32_t* a_col;
+  const std::uint16_t* a_values;
+  std::int32_t a_row_begin;
+  // B in CSC over all block-columns; entries name the block's index in CSR-ordered b_values.
+  const std::int32_t* b_col_ptr;
+  const std::int32_t* b_csc_row;
+  const std::int32_t* b_csc_block;
+  const std::uint16_t* b_values;
+  // This chunk: its work units, the block-column of each of its tiles, and its output records.
+  const WorkUnit* units;
+  const std::int32_t* tile_col;  // indexed by tile - chunk_first_tile
+  std::int64_t chunk_first_tile;
+  std::byte* out;                // record of tile t at (t - chunk_first_tile) * record_bytes
+  std::int32_t m;
+  unsigned int* zero_tiles;      // count of all-zero tiles: must stay 0 (symbolic phase is exact)
+};
+
+// Threads that share one tile, and tiles per work unit, for compile-time block size M.
+template <int M>
+struct FixedShape {
+  static constexpr int rows_per_thread = M <= 4 ? M : (M == 8 ? 2 : 1);
+  static constexpr int threads_per_tile = M / rows_per_thread;
+  static constexpr int tiles_per_unit = kThreadsPerUnit / threads_per_tile;
+};
+
+// Generic kernel (any m): a thread handles one row and up to 32 columns of a tile.
+constexpr int kGenericColumns = 32;
+inline int generic_column_chunks(int m) { return (m + kGenericColumns - 1) / kGenericColumns; }
+inline int generic_threads_per_tile(int m) { return m * generic_column_chunks(m); }
+inline int generic_tiles_per_unit(int m) {
+  const int t = kThreadsPerUnit / generic_threads_per_tile(m);
+  return t > 0 ? t : 1;
+}
+
+namespace detail {
+
+__device__ __forceinline__ std::uint32_t saturate(std::uint64_t x) {
+  return x > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<std::uint32_t>(x);
+}
+
+// Loads M consecutive uint16 (aligned to M * 2 bytes for power-of-two M) into registers.
+template <int M>
+__device__ __forceinline__ void load_row(const std::uint16_t* src, std::uint32_t (&dst)[M]) {
+  if constexpr (M % 8 == 0) {
+#pragma unroll
+    for (int v = 0; v < M / 8; ++v) {
+      const uint4 x = __ldg(reinterpret_cast<const uint4*>(src) + v);
+      const std::uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int h = 0; h < 4; ++h) {
+        dst[v * 8 + 2 * h] = w[h] & 0xFFFFu;
+        dst[v * 8 + 2 * h + 1] = w[h] >> 16;
+      }
+    }
+  } else if constexpr (M == 4) {
+    const uint2 x = __ldg(reinterpret_cast<const uint2*>(src));
+    dst[0] = x.x & 0xFFFFu;
+    dst[1] = x.x >> 16;
+    dst[2] = x.y & 0xFFFFu;
+    dst[3] = x.y >> 16;
+  } else if constexpr (M == 2) {
+    const unsigned int x = __ldg(reinterpret_cast<const unsigned int*>(src));
+    dst[0] = x & 0xFFFFu;
+    dst[1] = x >> 16;
+  } else {
+#pragma unroll
+    for (int c = 0; c < M; ++c) dst[c] = __ldg(src + c);
+  }
+}
+
+// acc[r][c] += sum_l a[r][l] * b[l][c] for this thread's RPT rows of the A block.
+template <int M, int RPT>
+__device__ __forceinline__ void block_mac(std::uint64_t (&acc)[RPT][M], const std::uint16_t* a_rows,
+                                          const std::uint16_t* b) {
+  std::uint32_t a[RPT][M];
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) load_row<M>(a_rows + r * M, a[r]);
+#pragma unroll
+  for (int l = 0; l < M; ++l) {
+    std::uint32_t brow[M];
+    load_row<M>(b + l * M, brow);
+#pragma unroll
+    for (int r = 0; r < RPT; ++r)
+#pragma unroll
+      for (int c = 0; c < M; ++c) acc[r][c] += static_cast<std::uint64_t>(a[r][l]) * brow[c];  // mad.wide.u32
+  }
+}
+
+// Intersects A's row with B's column, handing each batch of matches (A block, B block) to
+// `consume`. Branch-free pointer steps keep the warp together while it searches.
+template <typename Consume>
+__device__ __forceinline__ void for_each_match(const TileParams& p, std::int32_t pa, std::int32_t ea,
+                                               std::int32_t pb, std::int32_t eb, Consume&& consume) {
+  while (true) {
+    std::int32_t ma[kMatchBatch];
+    std::int32_t mb[kMatchBatch];
+    int count = 0;
+    while (count < kMatchBatch && pa < ea && pb < eb) {
+      const std::int32_t ka = __ldg(p.a_col + pa);
+      const std::int32_t kb = __ldg(p.b_csc_row + pb);
+      if (ka == kb) {
+        const std::int32_t block = __ldg(p.b_csc_block + pb);
+#pragma unroll
+        for (int q = 0; q < kMatchBatch; ++q)
+          if (q == count) {
+            ma[q] = pa;
+            mb[q] = block;
+          }
+        ++count;
+      }
+      pa += ka <= kb;
+      pb += kb <= ka;
+    }
+#pragma unroll
+    for (int q = 0; q < kMatchBatch; ++q)
+      if (q < count) consume(ma[q], mb[q]);
+    if (count < kMatchBatch) return;
+  }
+}
+
+__device__ __forceinline__ void store_index(std::byte* record, std::int32_t i, std::int32_t j) {
+  reinterpret_cast<std::int32_t*>(record)[0] = i;
+  reinterpret_cast<std::int32_t*>(record)[1] = j;
+}
+
+}  // namespace detail
+
+template <int M>
+__global__ void __launch_bounds__(kThreadsPerUnit) tile_kernel_fixed(TileParams p) {
+  using Shape = FixedShape<M>;
+  constexpr int RPT = Shape::rows_per_thread;
+  constexpr std::int64_t kStride = 8 + 4 * M * M;
+  __shared__ unsigned int nonzero[kThreadsPerUnit];
+  const WorkUnit unit = p.units[blockIdx.x];
+  const int local = threadIdx.x / Shape::threads_per_tile;
+  const int group = threadIdx.x % Shape::threads_per_tile;
+  nonzero[threadIdx.x] = 0;
+  __syncthreads();
+  const bool active = local < unit.tiles;
+  std::int64_t tile = 0;
+  std::int32_t j = 0;
+  std::uint64_t acc[RPT][M];
+#pragma unroll
+  for (int r = 0; r < RPT; ++r)
+#pragma unroll
+    for (int c = 0; c < M; ++c) acc[r][c] = 0;
+  if (active) {
+    tile = unit.first_tile + local;
+    j = p.tile_col[tile - p.chunk_first_tile];
+    const std::int32_t row = unit.row;
+    const std::uint16_t* a_base = p.a_values + group * RPT * M;
+    detail::for_each_match(p, p.a_row_ptr[row], p.a_row_ptr[row + 1], p.b_col_ptr[j], p.b_col_ptr[j + 1],
+                           [&](std::int32_t a_block, std::int32_t b_block) {
+                             detail::block_mac<M, RPT>(acc, a_base + static_cast<std::size_t>(a_block) * M * M,
+                                                       p.b_values + static_cast<std::size_t>(b_block) * M * M);
+                           });
+    std::byte* record = p.out + (tile - p.chunk_first_tile) * kStride;
+    if (group == 0) detail::store_index(record, p.a_row_begin + row, j);
+    std::uint32_t* values = reinterpret_cast<std::uint32_t*>(record + 8) + group * RPT * M;
+    unsigned int any = 0;
+#pragma unroll
+    for (int r = 0; r < RPT; ++r)
+#pragma unroll
+      for (int c = 0; c < M; ++c) {
+        values[r * M + c] = detail::saturate(acc[r][c]);
+        any |= acc[r][c] != 0;
+      }
+    if (any) atomicOr(&nonzero[local], 1u);
+  }
+  __syncthreads();
+  if (active && group == 0 && nonzero[local] == 0) atomicAdd(p.zero_tiles, 1u);
+}
+
+__global__ void __launch_bounds__(kThreadsPerUnit) tile_kernel_generic(TileParams p, int tiles_per_unit) {
+  __shared__ unsigned int nonzero[kThreadsPerUnit];
+  const int m = p.m;
+  const int chunks = (m + kGenericColumns - 1) / kGenericColumns;
+  const int per_tile = m * chunks;
+  const std::int64_t stride = 8 + 4 * static_cast<std::int64_t>(m) * m;
+  const std::int64_t mm = static_cast<std::int64_t>(m) * m;
+  const WorkUnit unit = p.units[blockIdx.x];
+  for (int t = threadIdx.x; t < kThreadsPerUnit; t += blockDim.x) nonzero[t] = 0;
+  __syncthreads();
+  // Work items (tile, row, column chunk); more items than threads when m > 11.
+  for (int item = threadIdx.x; item < tiles_per_unit * per_tile; item += blockDim.x) {
+    const int local = item / per_tile;
+    const int r = (item % per_tile) / chunks;
+    const int c0 = (item % chunks) * kGenericColumns;
+    if (local >= unit.tiles) continue;
+    const std::int64_t tile = unit.first_tile + local;
+    const std::int32_t j = p.tile_col[tile - p.chunk_first_tile];
+    std::uint64_t acc[kGenericColumns];
+#pragma unroll
+    for (int c = 0; c < kGenericColumns; ++c) acc[c] = 0;
+    detail::for_each_match(p, p.a_row_ptr[unit.row], p.a_row_ptr[unit.row + 1], p.b_col_ptr[j], p.b_col_ptr[j + 1],
+                           [&](std::int32_t a_block, std::int32_t b_block) {
+                             const std::uint16_t* a = p.a_values + a_block * mm + static_cast<std::int64_t>(r) * m;
+                             const std::uint16_t* b = p.b_values + b_block * mm + c0;
+                             for (int l = 0; l < m; ++l) {
+                               const std::uint32_t av = __ldg(a + l);
+#pragma unroll
+                               for (int c = 0; c < kGenericColumns; ++c)
+                                 if (c0 + c < m) acc[c] += static_cast<std::uint64_t>(av) * __ldg(b + l * m + c);
+                             }
+                           });
+    std::byte* record = p.out + (tile - p.chunk_first_tile) * stride;
+    if (r == 0 && c0 == 0) detail::store_index(record, p.a_row_begin + unit.row, j);
+    std::uint32_t* values = reinterpret_cast<std::uint32_t*>(record + 8) + static_cast<std::int64_t>(r) * m + c0;
+    unsigned int any = 0;
+#pragma unroll
+    for (int c = 0; c < kGenericColumns; ++c)
+      if (c0 + c < m) {
+        values[c] = detail::saturate(acc[c]);
+        any |= acc[c] != 0;
+      }
+    if (any) atomicOr(&nonzero[local], 1u);
+  }
+  __syncthreads();
+  for (int local = threadIdx.x; local < unit.tiles; local += blockDim.x)
+    if (nonzero[local] == 0) atomicAdd(p.zero_tiles, 1u);
+}
+
+}  // namespace blockmm::kernels::cuda

@@ -1,0 +1,118 @@
+// The cuda backend against the reference backend (random and fixed cases, both kernels),
+// chunking under a tiny memory budget, and byte identity with the cpu backend. Every test
+// skips when no GPU is visible (CI has none; run them on a GPU machine: ctest -L gpu).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "core/error.hpp"
+#include "kernels/cuda/cuda_backend.hpp"
+#include "support/dense_reference.hpp"
+#include "support/multiply.hpp"
+#include "support/random_blocks.hpp"
+
+namespace blockmm::testing {
+namespace {
+
+using kernels::BackendKind;
+
+class CudaBackend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible (or a build without CUDA)";
+  }
+  void TearDown() override { unsetenv("BLOCKMM_CUDA_GENERIC"); }
+};
+
+void expect_same(const InputRecords& a, const InputRecords& b, const std::string& what, std::int64_t chunk_bytes,
+                 std::int64_t budget = 0) {
+  const ProductRun expected = multiply(a, b, BackendKind::reference);
+  const ProductRun actual = multiply(a, b, BackendKind::cuda, chunk_bytes, budget);
+  ASSERT_TRUE(expected.output.bytes == actual.output.bytes)
+      << what << ": " << compare_outputs(expected.output, actual.output);
+}
+
+void random_cases(int cases, std::uint64_t seed, std::int32_t max_block_rows) {
+  std::mt19937_64 rng(seed);
+  for (int c = 0; c < cases; ++c) {
+    const RandomSpec spec = random_spec(rng, max_block_rows);
+    const InputRecords a = random_blocks(spec, rng);
+    const InputRecords b = c % 5 == 0 ? a : random_blocks(spec, rng);
+    // Every third case with one-tile chunks: many chunks through the pipeline.
+    expect_same(a, b, "case " + std::to_string(c) + " n=" + std::to_string(spec.n) + " m=" + std::to_string(spec.m),
+                c % 3 == 0 ? 1 : std::int64_t{256} << 20);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST_F(CudaBackend, FixedKernelsMatchReferenceOnRandomCases) { random_cases(320, 4242, 40); }
+
+TEST_F(CudaBackend, GenericKernelMatchesReferenceOnRandomCases) {
+  setenv("BLOCKMM_CUDA_GENERIC", "1", 1);
+  random_cases(120, 777, 24);
+}
+
+TEST_F(CudaBackend, LargeBlocksUseTheGenericKernel) {
+  std::mt19937_64 rng(65);
+  for (std::int32_t m : {33, 40, 64}) {
+    RandomSpec spec;
+    spec.n = m * 5;
+    spec.m = m;
+    spec.density = 0.5;
+    spec.max_value = 65535;
+    const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+    expect_same(a, b, "m=" + std::to_string(m), std::int64_t{256} << 20);
+  }
+}
+
+TEST_F(CudaBackend, DenseRowsSaturationAndSkewMatchTheCpuBackend) {
+  std::mt19937_64 rng(99);
+  for (std::int32_t m : {1, 2, 4, 8}) {
+    RandomSpec spec;
+    spec.m = m;
+    spec.n = m * (m == 1 ? 700 : 300);
+    spec.density = 0.4;
+    spec.max_value = 65535;
+    spec.empty_row_fraction = 0.1;
+    const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+    const ProductRun cpu = multiply(a, b, BackendKind::cpu);
+    const ProductRun gpu = multiply(a, b, BackendKind::cuda);
+    ASSERT_TRUE(cpu.output.bytes == gpu.output.bytes) << "m=" << m << ": " << compare_outputs(cpu.output, gpu.output);
+  }
+}
+
+TEST_F(CudaBackend, OutputTenTimesTheMemoryBudgetGivesTheSameBytes) {
+  std::mt19937_64 rng(7);
+  RandomSpec spec;
+  spec.n = 4 * 200;
+  spec.m = 4;
+  spec.density = 0.2;
+  spec.max_value = 1023;
+  const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+  const ProductRun reference = multiply(a, b, BackendKind::reference);
+  // Budget: the inputs on the device plus a tenth of the output.
+  const std::int64_t input_bytes = (a.size() + b.size()) * (2 * 16 + 16) + 2 * 201 * 4;
+  const std::int64_t output_bytes = static_cast<std::int64_t>(reference.output.bytes.size());
+  const ProductRun chunked = multiply(a, b, BackendKind::cuda, std::int64_t{1} << 40, input_bytes + output_bytes / 10);
+  EXPECT_GE(chunked.chunks, 10);
+  ASSERT_TRUE(reference.output.bytes == chunked.output.bytes) << compare_outputs(reference.output, chunked.output);
+}
+
+TEST_F(CudaBackend, BudgetBelowTheInputsIsAClearResourceError) {
+  std::mt19937_64 rng(8);
+  RandomSpec spec;
+  spec.n = 64;
+  spec.m = 4;
+  spec.density = 0.5;
+  const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+  try {
+    multiply(a, b, BackendKind::cuda, std::int64_t{1} << 20, 1024);
+    FAIL() << "expected a ResourceError";
+  } catch (const ResourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("--mem-budget"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace blockmm::testing
