@@ -1,0 +1,70 @@
+// blockmm-cmp: are two COL380 files the same matrix? (tools/compare.hpp). Exit 0 equal,
+// 1 different, 2 trouble (usage, unreadable or malformed file), as cmp(1) and diff(1) do.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "core/error.hpp"
+#include "io/binary_format.hpp"
+#include "tools/compare.hpp"
+#include "tools/mapped_file.hpp"
+#include "tools/tool_main.hpp"
+
+namespace {
+
+const char* width_name(blockmm::io::ValueWidth w) {
+  return w == blockmm::io::ValueWidth::u16 ? "uint16 values (an input matrix)" : "uint32 values (a product)";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using blockmm::io::BinaryFileInfo;
+  CLI::App app{"blockmm-cmp: compare two COL380 files as matrices: same n, m and (i, j) -> block values.\n"
+               "Record order is free and all-zero blocks count as absent. Both files hold inputs (uint16)\n"
+               "or both hold products (uint32); the width is told from the file size."};
+  std::string expected_path, actual_path;
+  bool strict = false;
+  bool quiet = false;
+  app.add_option("EXPECTED", expected_path, "the reference file")->required();
+  app.add_option("ACTUAL", actual_path, "the file under test")->required();
+  app.add_flag("--strict", strict,
+               "also require ACTUAL to be sorted by (i, j), without duplicates or all-zero blocks, as blockmm writes");
+  app.add_flag("-q,--quiet", quiet, "print nothing; the exit code tells");
+  app.footer("Exit codes: 0 equal, 1 different, 2 usage error or an unreadable or malformed file.");
+
+  blockmm::tools::ExitPolicy policy;
+  policy.trouble = 2;
+  return blockmm::tools::run_tool("blockmm-cmp", app, argc, argv, [&] {
+    BinaryFileInfo e = blockmm::io::inspect_binary_any_width(expected_path);
+    BinaryFileInfo a = blockmm::io::inspect_binary_any_width(actual_path);
+    // An empty file (k = 0) fits either width: take the other file's.
+    if (e.header.k == 0) e = blockmm::io::inspect_binary(expected_path, a.width);
+    if (a.header.k == 0) a = blockmm::io::inspect_binary(actual_path, e.width);
+    if (e.width != a.width)
+      throw blockmm::UsageError(actual_path + ": holds " + width_name(a.width) + ", but " + expected_path + " holds " +
+                                width_name(e.width));
+    const blockmm::tools::MappedFile expected(e);
+    const blockmm::tools::MappedFile actual(a);
+    const blockmm::tools::Comparison c = blockmm::tools::compare_files(expected, actual, strict);
+    if (c.equal()) {
+      if (!quiet)
+        std::printf("blockmm-cmp: equal: n = %d, m = %d, %lld non-zero blocks%s\n", e.header.n, e.header.m,
+                    static_cast<long long>(c.expected_blocks), strict ? " (strict)" : "");
+      return 0;
+    }
+    if (!quiet) {
+      if (!c.shape_differs.empty()) {
+        std::printf("blockmm-cmp: %s and %s differ: %s\n", expected_path.c_str(), actual_path.c_str(),
+                    c.shape_differs.c_str());
+      } else {
+        if (!c.first_difference.empty())
+          std::printf("blockmm-cmp: %s and %s differ: first at %s\n", expected_path.c_str(), actual_path.c_str(),
+                      c.first_difference.c_str());
+        if (!c.strict_problem.empty()) std::printf("blockmm-cmp: --strict: %s\n", c.strict_problem.c_str());
+        std::printf("blockmm-cmp: %s\n", blockmm::tools::summarize(c).c_str());
+      }
+    }
+    return 1;
+  }, policy);
+}

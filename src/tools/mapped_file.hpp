@@ -1,0 +1,45 @@
+// A COL380 file mapped read-only for the inspection tools (blockmm-cmp, blockmm-info): header
+// and size checked by io::inspect_binary*, block indices by io::validate_record_indices, and
+// the records then read in place, so multi-GB outputs cost page cache rather than heap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/record_layout.hpp"
+#include "io/binary_format.hpp"
+
+namespace blockmm::tools {
+
+class MappedFile {
+ public:
+  // `info` from io::inspect_binary or io::inspect_binary_any_width. Throws InputError when the
+  // file cannot be mapped or a block index lies outside [0, n/m).
+  explicit MappedFile(const io::BinaryFileInfo& info);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const io::BinaryFileInfo& info() const { return info_; }
+  const std::string& path() const { return info_.path; }
+  std::int64_t records() const { return info_.header.k; }
+  std::int32_t block_rows() const { return info_.header.n / info_.header.m; }
+  std::int64_t values_per_block() const { return std::int64_t{info_.header.m} * info_.header.m; }
+  int value_bytes() const { return static_cast<int>(info_.width); }
+
+  const std::byte* record(std::int64_t r) const { return base_ + kHeaderBytes + r * stride_; }
+  std::int32_t row(std::int64_t r) const { return record_row(record(r)); }
+  std::int32_t col(std::int64_t r) const { return record_col(record(r)); }
+  // Value e of record r, widened (uint16 or uint32 in the file).
+  std::uint32_t value(std::int64_t r, std::int64_t e) const;
+  bool all_zero(std::int64_t r) const;
+
+ private:
+  io::BinaryFileInfo info_;
+  const std::byte* base_ = nullptr;
+  std::size_t mapped_bytes_ = 0;
+  std::int64_t stride_ = 0;
+};
+
+}  // namespace blockmm::tools
