@@ -1,0 +1,157 @@
+// The HDF5 product writer: C in the BSR layout (hdf5_bsr.hpp), written by every rank. At
+// begin() rank 0 lays the file out with HDF5 (attributes, datasets of their final sizes, storage
+// allocated) and closes it; then every rank writes its panel's indptr entries, block-columns and
+// values straight into that storage, as the numeric phase hands over chunks, through MPI-IO or
+// POSIX exactly as the binary writer does. No rank buffers its panel or waits for another, and
+// C is never gathered. All of it goes into the AtomicOutput temporary, renamed in finish() once
+// every rank has succeeded.
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/atomic_output.hpp"
+#include "io/file_access.hpp"
+#include "io/hdf5_bsr.hpp"
+#include "io/product_writer.hpp"
+
+namespace blockmm::io {
+
+std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm);
+
+namespace {
+
+[[noreturn]] void internal(const std::string& what) { throw Error(ExitCode::other, "internal error: " + what); }
+
+class Hdf5ProductWriter final : public ProductWriter {
+ public:
+  Hdf5ProductWriter(const std::string& target, const comm::Communicator& comm) : comm_(comm), output_(target, comm) {}
+
+  void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const TilePattern& pattern) override {
+    // Collectives first, then checks inside run_phase: a rank that throws must not leave the
+    // others waiting in a collective it skipped.
+    const std::vector<std::int64_t> begins = comm_.gather_all(std::int64_t{pattern.row_begin});
+    const std::vector<std::int64_t> ends = comm_.gather_all(std::int64_t{pattern.row_end});
+    const std::vector<std::int64_t> tiles = comm_.gather_all(pattern.tiles());
+    comm_.run_phase([&] { check_panels(shape, total_tiles, first_tile, pattern, comm_.rank(), begins, ends, tiles); });
+
+    header_.n = shape.n;
+    header_.m = shape.m;
+    header_.nnzb = total_tiles;
+    header_.width = ValueWidth::u32;
+    std::string layout_text;
+    comm_.run_phase([&] {
+      if (!comm_.is_root()) return;
+      std::int64_t metadata = 0;
+      layout_text = create_bsr_file(output_.temporary_path(), output_.target(), header_, &metadata).encode();
+      written_ += metadata;
+    });
+    comm_.broadcast(layout_text, 0);
+    const BsrLayout layout = BsrLayout::decode(layout_text);
+
+    comm_.run_phase([&] { file_ = open_writer(output_.temporary_path(), output_.target(), comm_); });
+    comm_.run_phase([&] {
+      content_ = std::make_unique<BsrContentWriter>(*file_, header_, layout);
+      // This panel's rows of indptr: global block offsets. The last rank also writes the final entry.
+      row_begin_ = pattern.row_begin;
+      row_ptr_ = pattern.row_ptr;
+      first_tile_ = first_tile;
+      std::vector<std::int64_t> entries(row_ptr_.size());
+      for (std::size_t r = 0; r < entries.size(); ++r) entries[r] = first_tile + row_ptr_[r];
+      const bool last = comm_.rank() == comm_.size() - 1;
+      const std::int64_t count = static_cast<std::int64_t>(entries.size()) - (last ? 0 : 1);
+      content_->write_indptr(pattern.row_begin, entries.data(), count);
+      written_ += 8 * count;
+    });
+  }
+
+  void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
+    check_records(first_tile, count, records);
+    content_->write_records(first_tile_ + first_tile, count, records);
+    next_tile_ = first_tile + count;
+    written_ += count * (4 + 4 * header_.block_values());
+  }
+
+  void finish() override {
+    comm_.run_phase([&] {
+      if (next_tile_ != row_ptr_.back())
+        internal("the HDF5 writer received " + std::to_string(next_tile_) + " of this panel's " +
+                 std::to_string(row_ptr_.back()) + " blocks");
+      file_->sync_and_close();
+    });
+    output_.commit();
+  }
+
+  std::int64_t bytes_written() const override { return written_; }
+
+ private:
+  // The panels must tile [0, p) in rank order, and this rank's pattern must be a CSR of its
+  // share of the blocks: indptr is built from them, so a mismatch would be a wrong matrix.
+  static void check_panels(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile,
+                           const TilePattern& pattern, int rank, const std::vector<std::int64_t>& begins,
+                           const std::vector<std::int64_t>& ends, const std::vector<std::int64_t>& tiles) {
+    const std::size_t ranks = begins.size();
+    std::int64_t sum = 0;
+    std::int64_t before_mine = -1;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const std::int64_t expected_begin = r == 0 ? 0 : ends[r - 1];
+      if (begins[r] != expected_begin || ends[r] < begins[r])
+        internal("output panels do not cover the block-rows in rank order (rank " + std::to_string(r) + " holds [" +
+                 std::to_string(begins[r]) + ", " + std::to_string(ends[r]) + "))");
+      if (r == static_cast<std::size_t>(rank)) before_mine = sum;
+      sum += tiles[r];
+    }
+    if (ends[ranks - 1] != shape.block_rows())
+      internal("output panels end at block-row " + std::to_string(ends[ranks - 1]) + ", not " +
+               std::to_string(shape.block_rows()));
+    if (sum != total_tiles || before_mine != first_tile)
+      internal("panel tile counts disagree with the total (" + std::to_string(total_tiles) + ") or this rank's offset (" +
+               std::to_string(first_tile) + ")");
+    const std::size_t rows = static_cast<std::size_t>(pattern.row_end - pattern.row_begin);
+    if (pattern.row_ptr.size() != rows + 1 || pattern.row_ptr.front() != 0 || pattern.row_ptr.back() != pattern.tiles())
+      internal("the panel's tile pattern is not a CSR of its rows");
+  }
+
+  // The records must be the pattern's tiles in order; checked because /indptr is written from the
+  // pattern and /indices from the records.
+  void check_records(std::int64_t first_tile, std::int64_t count, const std::byte* records) {
+    if (first_tile != next_tile_ || count < 0 || first_tile + count > row_ptr_.back())
+      internal("the HDF5 writer got tiles [" + std::to_string(first_tile) + ", " + std::to_string(first_tile + count) +
+               ") after " + std::to_string(next_tile_));
+    const std::int64_t stride = record_bytes<std::uint32_t>(header_.m);
+    const std::int32_t p = header_.block_rows();
+    for (std::int64_t t = 0; t < count; ++t) {
+      const std::int64_t tile = first_tile + t;
+      while (row_ptr_[cursor_row_ + 1] <= tile) ++cursor_row_;
+      const std::byte* record = records + t * stride;
+      const std::int32_t i = record_row(record);
+      const std::int32_t j = record_col(record);
+      const bool first_of_row = tile == row_ptr_[cursor_row_];
+      if (i != row_begin_ + cursor_row_ || j < 0 || j >= p || (!first_of_row && j <= previous_col_))
+        internal("output tile " + std::to_string(tile) + " is block (" + std::to_string(i) + ", " + std::to_string(j) +
+                 "), which does not follow the panel's pattern");
+      previous_col_ = j;
+    }
+  }
+
+  const comm::Communicator& comm_;
+  AtomicOutput output_;
+  std::unique_ptr<FileWriter> file_;
+  std::unique_ptr<BsrContentWriter> content_;
+  BsrHeader header_;
+  std::int32_t row_begin_ = 0;
+  std::vector<std::int64_t> row_ptr_{0};
+  std::int64_t first_tile_ = 0;
+  std::int64_t next_tile_ = 0;    // write() calls come in order; they may come from a helper thread,
+  std::int64_t cursor_row_ = 0;   // one at a time, so these need no lock
+  std::int32_t previous_col_ = -1;
+  std::atomic<std::int64_t> written_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm) {
+  return std::make_unique<Hdf5ProductWriter>(target, comm);
+}
+
+}  // namespace blockmm::io
