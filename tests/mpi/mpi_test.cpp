@@ -1,0 +1,424 @@
+// blockmm under a real mpiexec (1 to 5 ranks, oversubscribed), through mpirun_blockmm.sh: the
+// output file is byte-identical for every rank count, to the run without mpiexec, to the
+// reference backend and to an independent oracle; ranks without rows work; errors found by one
+// rank end every rank with the same code and one message, leaving no file; --stats reports
+// per-rank work and a balance by work, not by rows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "cli/harness/harness.hpp"
+#include "support/dense_reference.hpp"
+#include "support/random_blocks.hpp"
+
+#ifndef BLOCKMM_DEFAULT_COL380_DIR
+#define BLOCKMM_DEFAULT_COL380_DIR ""
+#endif
+
+namespace blockmm::e2e {
+namespace {
+
+struct MpiRun {
+  RunResult run;
+  std::vector<int> rank_codes;  // each rank's own exit code (-1: none recorded)
+  std::string describe() const {
+    std::string codes;
+    for (int c : rank_codes) codes += " " + std::to_string(c);
+    return "rank exit codes:" + codes + "\n" + run.describe();
+  }
+};
+
+// mpiexec -n `ranks` blockmm `args` through the script (a 60 s guard inside it).
+MpiRun run_mpi(int ranks, const std::vector<std::string>& args) {
+  const std::string script = env_or("BLOCKMM_MPI_SCRIPT");
+  if (script.empty()) throw std::runtime_error("BLOCKMM_MPI_SCRIPT is not set (run the tests through ctest)");
+  ScratchDir status("blockmm-mpi-status");
+  std::vector<std::string> argv{"bash", script, std::to_string(ranks), status.path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunOptions options;
+  options.timeout_seconds = 100;  // backstop; the script's own guard is 60 s
+  MpiRun result;
+  result.run = run_process(argv, options);
+  for (int r = 0; r < ranks; ++r) {
+    std::ifstream in(status / ("rank-" + std::to_string(r)));
+    int code = -1;
+    if (in) in >> code;
+    result.rank_codes.push_back(code);
+  }
+  return result;
+}
+
+int count_error_lines(const std::string& err) {
+  int count = 0;
+  for (const std::string& line : split_lines(err)) count += line.find("blockmm: error:") != std::string::npos;
+  return count;
+}
+
+::testing::AssertionResult mpi_succeeded(const MpiRun& m) {
+  const bool ok = m.run.exit_code == 0 && !m.run.timed_out && count_error_lines(m.run.err) == 0 &&
+                  std::all_of(m.rank_codes.begin(), m.rank_codes.end(), [](int c) { return c == 0; });
+  if (ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected every rank to succeed\n" << m.describe();
+}
+
+::testing::AssertionResult plain_succeeded(const RunResult& run) {
+  if (run.exit_code == 0 && run.err.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected success\n" << run.describe();
+}
+
+// Every rank exited with `code` within `max_seconds`, one "blockmm: error:" line naming `file`
+// and each fragment, and `out_dir` is empty: no output, no temporary file.
+::testing::AssertionResult every_rank_failed(const MpiRun& m, int code, const std::string& file,
+                                             const std::vector<std::string>& fragments, const std::string& out_dir,
+                                             double max_seconds = 30) {
+  auto failure = [&](const std::string& what) { return ::testing::AssertionFailure() << what << "\n" << m.describe(); };
+  if (m.run.timed_out || m.run.exit_code == 124 || m.run.exit_code == 137) return failure("the job hung");
+  for (std::size_t r = 0; r < m.rank_codes.size(); ++r)
+    if (m.rank_codes[r] != code)
+      return failure("rank " + std::to_string(r) + " exited with " + std::to_string(m.rank_codes[r]) + ", expected " +
+                     std::to_string(code));
+  if (m.run.exit_code != code) return failure("script exit code is not " + std::to_string(code));
+  if (m.run.seconds > max_seconds) return failure("took " + std::to_string(m.run.seconds) + " s");
+  if (count_error_lines(m.run.err) != 1) return failure("expected exactly one 'blockmm: error:' line");
+  std::string line;
+  for (const std::string& l : split_lines(m.run.err))
+    if (l.find("blockmm: error:") != std::string::npos) line = l;
+  if (line.rfind("blockmm: error: " + file + ": ", 0) != 0) return failure("the message does not start with the file");
+  for (const std::string& f : fragments)
+    if (line.find(f) == std::string::npos) return failure("the message lacks '" + f + "'");
+  if (!m.run.out.empty()) return failure("unexpected stdout");
+  const auto entries = list_dir(out_dir);
+  if (!entries.empty()) return failure("the output directory is not empty: " + entries.front());
+  return ::testing::AssertionSuccess();
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  ScratchDir scratch{"blockmm-mpi"};
+  std::string in_dir = scratch.subdir("in");
+  std::string out_dir = scratch.subdir("out");
+
+  std::string put(const std::string& name, const InputRecords& records) const {
+    const std::string path = in_dir + "/" + name;
+    write_bytes(path, encode(records));
+    return path;
+  }
+
+  // The plain (no mpiexec) cpu output of A x B; checked against the reference backend and,
+  // when given, the expected bytes.
+  std::vector<std::byte> plain_product(const std::string& a, const std::string& b,
+                                       const std::vector<std::byte>* expected = nullptr) {
+    const std::string out = scratch / "plain.bin";
+    EXPECT_TRUE(plain_succeeded(run_blockmm({"-q", "--backend", "cpu", a, b, out})));
+    const std::vector<std::byte> cpu = read_bytes(out);
+    EXPECT_TRUE(plain_succeeded(run_blockmm({"-q", "--backend", "reference", a, b, out})));
+    EXPECT_TRUE(read_bytes(out) == cpu) << "cpu and reference backends differ";
+    if (expected != nullptr) {
+      EXPECT_TRUE(cpu == *expected) << "the plain run differs from the oracle";
+    }
+    return cpu;
+  }
+
+  // mpiexec -n N for each N in `ranks`: every output byte-identical to `plain`.
+  void expect_identical(const std::string& a, const std::string& b, const std::vector<std::byte>& plain,
+                        const std::vector<int>& ranks, const std::vector<std::string>& extra = {}) {
+    const std::string out = out_dir + "/C.bin";
+    for (int n : ranks) {
+      SCOPED_TRACE("mpiexec -n " + std::to_string(n));
+      std::vector<std::string> args{"-q", "--threads", "1"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      args.insert(args.end(), {a, b, out});
+      const MpiRun m = run_mpi(n, args);
+      ASSERT_TRUE(mpi_succeeded(m));
+      const std::vector<std::byte> got = read_bytes(out);
+      EXPECT_EQ(got.size(), plain.size());
+      EXPECT_TRUE(got == plain) << "output under " << n << " ranks differs from the plain run";
+      EXPECT_EQ(list_dir(out_dir), std::vector<std::string>{"C.bin"});
+      std::remove(out.c_str());
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Identical outputs.
+
+TEST_F(Mpi, RandomInputsGiveIdenticalFilesForOneToFourRanks) {
+  std::mt19937_64 rng(4242);
+  std::vector<testing::RandomSpec> specs;
+  for (int c = 0; c < 3; ++c) specs.push_back(testing::random_spec(rng, 24));
+  testing::RandomSpec medium;  // enough rows and blocks that every rank gets real work
+  medium.n = 1020;
+  medium.m = 4;
+  medium.density = 0.03;
+  medium.max_value = 65535;
+  specs.push_back(medium);
+  for (std::size_t c = 0; c < specs.size(); ++c) {
+    const testing::RandomSpec& spec = specs[c];
+    SCOPED_TRACE("case " + std::to_string(c) + ": n=" + std::to_string(spec.n) + " m=" + std::to_string(spec.m) +
+                 " density=" + std::to_string(spec.density));
+    const InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
+    const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+    const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
+    if (spec.n <= 200) {
+      ASSERT_TRUE(encode(testing::dense_product(a, b)) == expected) << "the oracles disagree";
+    }
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    expect_identical(pa, pb, plain, {1, 2, 3, 4});
+  }
+}
+
+TEST_F(Mpi, SkewedInputsGiveIdenticalFiles) {
+  std::mt19937_64 rng(99);
+  const InputRecords a = skewed_blocks(512, 4, 1.2, 1500, 0, 65535, rng);  // row 0 heaviest, empty tail rows
+  const InputRecords b = skewed_blocks(512, 4, 0.8, 1200, 1, 1023, rng);
+  const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+  const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
+  const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+  expect_identical(pa, pb, plain, {1, 2, 3, 4});
+  // The same with the operands swapped (then B is the skewed one) and in small chunks.
+  const std::vector<std::byte> swapped = plain_product(pb, pa);
+  EXPECT_TRUE(swapped == encode(sparse_oracle(b, a)));
+  expect_identical(pb, pa, swapped, {2, 4}, {"--chunk-size", "1K"});
+}
+
+TEST_F(Mpi, MoreRanksThanBlockRows) {
+  std::mt19937_64 rng(5);
+  testing::RandomSpec spec;
+  spec.n = 16;
+  spec.m = 4;  // 4 block-rows for 5 ranks
+  spec.density = 0.7;
+  const InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
+  const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+  const std::vector<std::byte> plain = plain_product(pa, pb, nullptr);
+  EXPECT_TRUE(plain == encode(testing::dense_product(a, b)));
+  expect_identical(pa, pb, plain, {5});
+  // One block-row only: four of five ranks hold nothing.
+  spec.n = 7;
+  spec.m = 7;
+  spec.density = 1;
+  const InputRecords one_a = testing::random_blocks(spec, rng), one_b = testing::random_blocks(spec, rng);
+  const std::string qa = put("one_a.bin", one_a), qb = put("one_b.bin", one_b);
+  const std::vector<std::byte> one = plain_product(qa, qb, nullptr);
+  EXPECT_TRUE(one == encode(testing::dense_product(one_a, one_b)));
+  expect_identical(qa, qb, one, {5});
+}
+
+TEST_F(Mpi, EmptyInputsGiveAHeaderOnlyFile) {
+  const InputRecords empty = make_records(16, 4, {});
+  const InputRecords zeros = make_records(16, 4, {{1, 1, std::vector<std::uint16_t>(16, 0)}});
+  const InputRecords some =
+      make_records(16, 4, {{0, 1, std::vector<std::uint16_t>(16, 3)}, {1, 1, std::vector<std::uint16_t>(16, 5)}});
+  const std::string pe = put("empty.bin", empty), pz = put("zeros.bin", zeros), ps = put("some.bin", some);
+  const std::vector<std::byte> header_only = encode_with_header(16, 4, 0, {});
+  for (const auto& [x, y] : std::vector<std::pair<std::string, std::string>>{{pe, pe}, {pe, ps}, {ps, pz}}) {
+    SCOPED_TRACE(x + " x " + y);
+    const std::vector<std::byte> plain = plain_product(x, y, &header_only);
+    expect_identical(x, y, plain, x == pe && y == pe ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{3});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The COL380 course data.
+
+std::string col380_dir() { return env_or("BLOCKMM_COL380_DIR", BLOCKMM_DEFAULT_COL380_DIR); }
+
+TEST_F(Mpi, Col380PairsGiveIdenticalFilesAndMatchTheGold) {
+  const std::string dir = col380_dir();
+  if (!path_exists(dir + "/pairs.tsv"))
+    GTEST_SKIP() << "the shared COL380 data is absent (no " << dir << "/pairs.tsv; a user's clone has no ../shared)";
+  struct Case {
+    std::string a, b, gold;
+  };
+  // Every gold pair, an m = 8 pair without gold, and A x A from one file.
+  const std::vector<Case> cases = {
+      {"aniruddha-deb/test_A.mat", "aniruddha-deb/test_B.mat", "aniruddha-deb/test_C_gold.mat"},
+      {"alexriderspy/m4_input1", "alexriderspy/m4_input2", "alexriderspy/m4_output1_gold"},
+      {"alexriderspy/m2_input1.bin", "alexriderspy/m2_input2.bin", "alexriderspy/m2_out_true_gold.bin"},
+      {"alexriderspy/m1_input1", "alexriderspy/m1_input2", "alexriderspy/m1_output1_gold"},
+      {"nischaydiwan/98625ce_input1", "nischaydiwan/98625ce_input2", ""},
+      {"nischaydiwan/4eeefc3_input2_n8192", "nischaydiwan/4eeefc3_input2_n8192", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.a + " x " + c.b);
+    const std::string pa = dir + "/" + c.a, pb = dir + "/" + c.b;
+    InputRecords a, b;
+    ASSERT_EQ(load(pa, a), "");
+    ASSERT_EQ(load(pb, b), "");
+    const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    if (!c.gold.empty()) {
+      OutputRecords gold, got;
+      ASSERT_EQ(load(dir + "/" + c.gold, gold), "");
+      ASSERT_EQ(parse(plain, got), "");
+      EXPECT_EQ(testing::compare_outputs(gold, got), "");
+    }
+    expect_identical(pa, pb, plain, {1, 2, 3, 4});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collective errors.
+
+InputRecords medium_input(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  testing::RandomSpec spec;
+  spec.n = 400;
+  spec.m = 4;
+  spec.density = 0.05;  // about 500 records: each rank reads a different slice
+  spec.zero_value_fraction = 0;
+  return testing::random_blocks(spec, rng);
+}
+
+TEST_F(Mpi, OutOfRangeIndexInTheLastRecordStopsEveryRank) {
+  const InputRecords good_a = medium_input(1), good_b = medium_input(2);
+  const std::int64_t last = good_a.size() - 1;
+  InputRecords bad = good_a;
+  set_record_index(bad.record(last), 100, record_col(bad.record(last)));  // p = 100
+  const std::string pa = put("a.bin", good_a), pb = put("b.bin", good_b), pbad = put("bad.bin", bad);
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE("mpiexec -n " + std::to_string(n));
+    EXPECT_TRUE(every_rank_failed(run_mpi(n, {"-q", "--threads", "1", pbad, pb, out_dir + "/C.bin"}), 3, pbad,
+                                  {"record " + std::to_string(last), "100"}, out_dir));
+    EXPECT_TRUE(every_rank_failed(run_mpi(n, {"-q", "--threads", "1", pa, pbad, out_dir + "/C.bin"}), 3, pbad,
+                                  {"record " + std::to_string(last), "100"}, out_dir));
+  }
+}
+
+TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
+  const InputRecords good_a = medium_input(3), good_b = medium_input(4);
+  const std::int64_t last = good_a.size() - 1;
+  InputRecords bad = good_a;
+  const std::int32_t i = record_row(bad.record(0)), j = record_col(bad.record(0));
+  set_record_index(bad.record(last), i, j);  // record 0 is read by rank 0, the last by the last rank
+  const std::string pa = put("a.bin", good_a), pb = put("b.bin", good_b), pbad = put("dup.bin", bad);
+  const std::string pair = "(" + std::to_string(i) + ", " + std::to_string(j) + ")";
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE("mpiexec -n " + std::to_string(n));
+    const MpiRun left = run_mpi(n, {"-q", "--threads", "1", pbad, pb, out_dir + "/C.bin"});
+    EXPECT_TRUE(every_rank_failed(left, 3, pbad, {"duplicate", pair, "0", std::to_string(last)}, out_dir));
+    const MpiRun right = run_mpi(n, {"-q", "--threads", "1", pa, pbad, out_dir + "/C.bin"});
+    EXPECT_TRUE(every_rank_failed(right, 3, pbad, {"duplicate", pair, "0", std::to_string(last)}, out_dir));
+  }
+}
+
+TEST_F(Mpi, HeaderAndOutputErrorsStopEveryRank) {
+  const InputRecords a = medium_input(5);
+  testing::RandomSpec other;
+  other.n = 404;
+  other.m = 4;
+  std::mt19937_64 rng(6);
+  const std::string pa = put("a.bin", a), pother = put("other.bin", testing::random_blocks(other, rng));
+  std::vector<std::byte> truncated = encode(a);
+  truncated.resize(truncated.size() - 3);
+  const std::string ptrunc = in_dir + "/truncated.bin";
+  write_bytes(ptrunc, truncated);
+  const std::string out = out_dir + "/C.bin";
+  EXPECT_TRUE(every_rank_failed(run_mpi(3, {"-q", pa, pother, out}), 3, pother, {pa}, out_dir));
+  EXPECT_TRUE(every_rank_failed(run_mpi(3, {"-q", pa, ptrunc, out}), 3, ptrunc, {"truncated"}, out_dir));
+  const std::string nowhere = out_dir + "/missing/C.bin";
+  EXPECT_TRUE(every_rank_failed(run_mpi(3, {"-q", pa, pa, nowhere}), 4, nowhere, {}, out_dir));
+}
+
+// ---------------------------------------------------------------------------------------------
+// --stats under several ranks.
+
+struct Reported {
+  double imbalance = 0;
+  std::int64_t block_products = 0;
+  std::vector<std::int64_t> rows, work;
+};
+
+// Parses the JSON stats and checks them against the work computed from the inputs.
+void check_stats(const std::string& json_text, int ranks, const std::vector<std::int64_t>& row_work, Reported& out) {
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(json_text)) << json_text;
+  EXPECT_EQ(j.at("ranks"), ranks);
+  ASSERT_EQ(j.at("per_rank").size(), static_cast<std::size_t>(ranks));
+  out.imbalance = j.at("imbalance").get<double>();
+  out.block_products = j.at("block_products").get<std::int64_t>();
+  std::vector<std::int64_t> bounds{0};
+  for (int r = 0; r < ranks; ++r) {
+    const auto& entry = j.at("per_rank")[static_cast<std::size_t>(r)];
+    EXPECT_EQ(entry.at("rank"), r);
+    out.rows.push_back(entry.at("block_rows").get<std::int64_t>());
+    out.work.push_back(entry.at("work").get<std::int64_t>());
+    bounds.push_back(bounds.back() + out.rows.back());
+    ASSERT_TRUE(entry.at("seconds").at("total").is_number());
+  }
+  ASSERT_EQ(bounds.back(), static_cast<std::int64_t>(row_work.size())) << "block-rows do not add up to p";
+  // Each rank's work is that of its contiguous range of rows.
+  for (int r = 0; r < ranks; ++r) {
+    const std::int64_t expect =
+        std::accumulate(row_work.begin() + bounds[r], row_work.begin() + bounds[r + 1], std::int64_t{0});
+    EXPECT_EQ(out.work[r], expect) << "rank " << r;
+  }
+  const std::int64_t total = std::accumulate(row_work.begin(), row_work.end(), std::int64_t{0});
+  EXPECT_EQ(out.block_products, total);
+  EXPECT_NEAR(out.imbalance, imbalance_of(row_work, bounds), 1e-9);
+}
+
+TEST_F(Mpi, StatsReportPerRankWorkAndImbalance) {
+  std::mt19937_64 rng(77);
+  testing::RandomSpec spec;
+  spec.n = 600;
+  spec.m = 3;
+  spec.density = 0.04;
+  spec.zero_block_fraction = 0.1;  // zero blocks are records but not work
+  const InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
+  const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+  const std::vector<std::int64_t> work = row_products(a, b);
+  const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
+  for (int n : {2, 3, 5}) {
+    SCOPED_TRACE("mpiexec -n " + std::to_string(n));
+    const MpiRun m = run_mpi(n, {"-q", "--threads", "1", "--stats=json", pa, pb, out_dir + "/C.bin"});
+    ASSERT_TRUE(mpi_succeeded(m));
+    Reported reported;
+    check_stats(m.run.out, n, work, reported);
+    EXPECT_TRUE(read_bytes(out_dir + "/C.bin") == expected);
+  }
+}
+
+TEST_F(Mpi, SkewedRowsAreBalancedByWorkNotByRowCount) {
+  std::mt19937_64 rng(2024);
+  // n = 1024, m = 4: p = 256 rows; A's row i holds ~ 1500 / (i+1) blocks / H(256), row 0 ~ 245.
+  const InputRecords a = skewed_blocks(1024, 4, 1.0, 1500, 1, 1023, rng);
+  testing::RandomSpec uniform;
+  uniform.n = 1024;
+  uniform.m = 4;
+  uniform.density = 6.0 / 256;
+  uniform.max_value = 1023;
+  uniform.zero_value_fraction = 0;
+  const InputRecords b = testing::random_blocks(uniform, rng);
+  const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+  const std::vector<std::int64_t> work = row_products(a, b);
+  const std::int64_t p = static_cast<std::int64_t>(work.size());
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE("mpiexec -n " + std::to_string(n));
+    std::vector<std::int64_t> equal_rows;
+    for (int r = 0; r <= n; ++r) equal_rows.push_back(p * r / n);
+    const double equal_imbalance = imbalance_of(work, equal_rows);
+    // The premise: equal row counts would be badly unbalanced on this input.
+    ASSERT_GT(equal_imbalance, 1.5);
+    const MpiRun m = run_mpi(n, {"-q", "--threads", "1", "--stats=json", pa, pb, out_dir + "/C.bin"});
+    ASSERT_TRUE(mpi_succeeded(m));
+    Reported reported;
+    check_stats(m.run.out, n, work, reported);
+    // Well below: at most a third of the excess over perfect balance that equal rows give.
+    EXPECT_LT(reported.imbalance - 1, (equal_imbalance - 1) / 3)
+        << "reported " << reported.imbalance << ", equal rows " << equal_imbalance;
+    EXPECT_LT(reported.imbalance, 1.25) << "equal rows " << equal_imbalance;
+    // Rows are not split equally: the first rank holds far fewer rows than p / n.
+    EXPECT_LT(reported.rows[0] * 2, p / n);
+    RecordProperty("imbalance_" + std::to_string(n) + "_ranks",
+                   std::to_string(reported.imbalance) + " (equal rows " + std::to_string(equal_imbalance) + ")");
+  }
+}
+
+}  // namespace
+}  // namespace blockmm::e2e
