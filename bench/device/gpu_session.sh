@@ -40,7 +40,7 @@ stage_sanitize() {
   local bin=$BLOCKMM_BUILD/tests/gpu/blockmm_gpu_tests
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 "$bin" \
-      --gtest_filter='*Generic*:*LargeBlocks*:*TenTimes*:*Budget*' > "$OUT/sanitizer_$tool.log" 2>&1
+      --gtest_filter="${SANITIZE_FILTER:-*Generic*:*LargeBlocks*:*TenTimes*:*Budget*:*DenseTilesSaturate*:*DenseTilesUnder*}" > "$OUT/sanitizer_$tool.log" 2>&1
     echo "$tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1))" | tee -a "$summary"
   done
 }
@@ -90,6 +90,17 @@ PY
   done
 }
 
+# cross:CASE — the sparse kernels (forced) must give the same bytes as the run that bench made.
+stage_cross() {
+  for name in ${1//,/ }; do
+    note "cross-check $name: sparse tile kernels vs the default path $(date +%T)"
+    BLOCKMM_CUDA_DENSE=0 "$BLOCKMM_BUILD/blockmm" --backend cuda -q --stats=json "$data/$name.A.bin" "$data/$name.B.bin" \
+      "$data/$name.sparse.bin" > "$OUT/$name.sparse.json"
+    cmp "$data/$name.C.bin" "$data/$name.sparse.bin" && echo "  identical bytes; sparse path: $(python3 -c "import json;s=json.load(open('$OUT/$name.sparse.json'));t=s['seconds'];print('numeric %.3fs, kernels %.3fs = %.0f GMAC/s' % (t['numeric'], t['numeric_compute'], s['useful_macs']/t['numeric_compute']/1e9))")" | tee -a "$summary"
+    rm -f "$data/$name.sparse.bin"
+  done
+}
+
 stage_anchor() {
   for name in ${1//,/ }; do
     note "cuSPARSE anchor $name $(date +%T)"
@@ -112,6 +123,7 @@ for stage in "$@"; do
     bench:*) stage_bench "${stage#bench:}" ;;
     verify:*) stage_verify "${stage#verify:}" ;;
     anchor:*) stage_anchor "${stage#anchor:}" ;;
+    cross:*) stage_cross "${stage#cross:}" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

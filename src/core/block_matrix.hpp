@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/large_buffer.hpp"
 #include "core/record_layout.hpp"
 
 namespace blockmm {
@@ -14,7 +15,7 @@ namespace blockmm {
 template <typename Value>
 struct RecordBuffer {
   MatrixShape shape;
-  std::vector<std::byte> bytes;
+  LargeVector<std::byte> bytes;
 
   std::int64_t stride() const { return record_bytes<Value>(shape.m); }
   std::int64_t size() const { return stride() > 0 ? static_cast<std::int64_t>(bytes.size()) / stride() : 0; }
@@ -41,18 +42,18 @@ struct BlockMatrix {
 
   // CSR: blocks of row i are [row_ptr[i - row_begin], row_ptr[i - row_begin + 1]), columns ascending.
   std::vector<std::int64_t> row_ptr;
-  std::vector<std::int32_t> col;
-  std::vector<std::uint16_t> values;
+  LargeVector<std::int32_t> col;
+  LargeVector<std::uint16_t> values;
 
   // Per block, mask_words(m) words: the non-zero columns when the matrix is the left operand,
   // the non-zero rows when it is the right operand.
-  std::vector<std::uint64_t> masks;
+  LargeVector<std::uint64_t> masks;
 
   // CSC over all block-columns (built for the right operand only): rows ascending; csc_block
-  // maps each entry to its CSR block index.
+  // maps each entry to its CSR block index (block counts fit int32: a file's k is int32).
   std::vector<std::int64_t> col_ptr;
-  std::vector<std::int32_t> csc_row;
-  std::vector<std::int64_t> csc_block;
+  LargeVector<std::int32_t> csc_row;
+  LargeVector<std::int32_t> csc_block;
 
   std::int64_t blocks() const { return static_cast<std::int64_t>(col.size()); }
   std::int32_t rows_held() const { return row_end - row_begin; }
@@ -65,7 +66,7 @@ struct TilePattern {
   std::int32_t row_begin = 0;
   std::int32_t row_end = 0;
   std::vector<std::int64_t> row_ptr;  // rows + 1, starting at 0
-  std::vector<std::int32_t> col;      // ascending within a row
+  LargeVector<std::int32_t> col;      // ascending within a row
 
   std::int64_t tiles() const { return static_cast<std::int64_t>(col.size()); }
 };

@@ -77,7 +77,17 @@ void install_cleanup_handlers() {
   }
 }
 
+static bool is_character_device(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+}
+
 AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& comm) : comm_(comm), target_(target) {
+  if (is_character_device(target)) {
+    in_place_ = true;
+    temporary_ = target;
+    return;
+  }
   comm.run_phase([&] {
     if (comm.is_root()) temporary_ = create_temporary(target);
   });
@@ -88,6 +98,10 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
 AtomicOutput::~AtomicOutput() { abandon(); }
 
 void AtomicOutput::commit() {
+  if (in_place_) {
+    done_ = true;
+    return;
+  }
   comm_.barrier();  // every rank has closed the file
   comm_.run_phase([&] {
     if (!comm_.is_root()) return;
@@ -108,6 +122,7 @@ void AtomicOutput::commit() {
 void AtomicOutput::abandon() noexcept {
   if (done_) return;
   done_ = true;
+  if (in_place_) return;
   disarm_cleanup();
   if (!temporary_.empty()) ::unlink(temporary_.c_str());  // every rank tries; ENOENT is fine
 }

@@ -1,7 +1,8 @@
 // Outputs appear whole or not at all: data goes to a temporary file created with O_EXCL beside
 // the target (so a run never writes through someone else's file or link), which is fsync'd and
 // renamed over the target only when complete. Interrupted runs (SIGINT, SIGTERM, SIGHUP) remove
-// the temporary file from a signal handler.
+// the temporary file from a signal handler. A character device as target (/dev/null, say, for
+// timing runs) is written in place: renaming over it would replace the device node.
 #pragma once
 
 #include <string>
@@ -22,7 +23,9 @@ class AtomicOutput {
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
 
+  // Where to write: the temporary file, or the target itself when it is a character device.
   const std::string& temporary_path() const { return temporary_; }
+  bool writes_in_place() const { return in_place_; }
   const std::string& target() const { return target_; }
 
   // Collective, after every rank has closed the file: rank 0 renames it over the target and
@@ -35,6 +38,7 @@ class AtomicOutput {
   std::string target_;
   std::string temporary_;
   bool done_ = false;
+  bool in_place_ = false;
 };
 
 }  // namespace blockmm::io

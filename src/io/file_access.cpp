@@ -1,6 +1,7 @@
 #include "io/file_access.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@ class PosixReader final : public FileReader {
   void read_at(std::int64_t offset, void* destination, std::int64_t bytes) override {
     read_fully(fd_, offset, destination, bytes, path_);
   }
+  bool concurrent() const override { return true; }  // pread(2) has no shared file position
 
  private:
   std::string path_;
@@ -51,7 +53,9 @@ class PosixWriter final : public FileWriter {
 #endif
   }
   void sync_and_close() override {
-    if (::fsync(fd_) != 0) throw OutputError(shown_ + ": fsync failed: " + std::strerror(errno));
+    // Character devices (/dev/null) may not support fsync; there is nothing to make durable.
+    if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS && errno != ENOTSUP)
+      throw OutputError(shown_ + ": fsync failed: " + std::strerror(errno));
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) throw OutputError(shown_ + ": close failed: " + std::strerror(errno));
@@ -95,6 +99,8 @@ class MpiWriter final : public FileWriter {
   MpiWriter(const std::string& path, const std::string& shown) : shown_(shown) {
     BLOCKMM_MPI_CHECK_AS(MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file_),
                          ExitCode::output_failure, shown + ": cannot open the temporary file " + path + " with MPI-IO");
+    struct stat st {};
+    device_ = ::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);  // /dev/null: nothing to sync
   }
   ~MpiWriter() override {
     if (file_ != MPI_FILE_NULL) MPI_File_close(&file_);
@@ -113,7 +119,7 @@ class MpiWriter final : public FileWriter {
     }
   }
   void sync_and_close() override {
-    BLOCKMM_MPI_CHECK_AS(MPI_File_sync(file_), ExitCode::output_failure, shown_ + ": MPI_File_sync failed");
+    if (!device_) BLOCKMM_MPI_CHECK_AS(MPI_File_sync(file_), ExitCode::output_failure, shown_ + ": MPI_File_sync failed");
     BLOCKMM_MPI_CHECK_AS(MPI_File_close(&file_), ExitCode::output_failure, shown_ + ": MPI_File_close failed");
     file_ = MPI_FILE_NULL;
   }
@@ -121,6 +127,7 @@ class MpiWriter final : public FileWriter {
  private:
   std::string shown_;
   MPI_File file_ = MPI_FILE_NULL;
+  bool device_ = false;
 };
 
 }  // namespace

@@ -14,6 +14,8 @@ class FileReader {
  public:
   virtual ~FileReader() = default;
   virtual void read_at(std::int64_t offset, void* destination, std::int64_t bytes) = 0;
+  // Whether several threads may call read_at at once.
+  virtual bool concurrent() const { return false; }
 };
 
 class FileWriter {

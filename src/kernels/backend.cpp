@@ -48,7 +48,7 @@ bool cuda_device_available() {
 
 std::int64_t count_block_products(const Operands& ops) {
   std::int64_t products = 0;
-#pragma omp parallel for reduction(+ : products) schedule(dynamic, 64)
+#pragma omp parallel for reduction(+ : products) schedule(dynamic, 64) if (ops.a.blocks() >= (1 << 14))
   for (std::int32_t r = 0; r < ops.a.rows_held(); ++r) {
     for (std::int64_t e = ops.a.row_ptr[r]; e < ops.a.row_ptr[r + 1]; ++e) {
       const std::int32_t kr = ops.a.col[e] - ops.b.row_begin;

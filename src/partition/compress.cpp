@@ -1,6 +1,9 @@
 #include "partition/compress.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <numeric>
 
@@ -23,23 +26,66 @@ bool all_zero(const std::uint16_t* v, std::int64_t count) {
   return true;
 }
 
+// Splits [0, count) into `parts` near-equal static ranges (deterministic placement).
+std::int64_t part_begin(std::int64_t count, int part, int parts) { return count * part / parts; }
+
+constexpr std::int64_t kParallelItems = 1 << 16;
+
+// Histogram slices per thread: bounded so that huge p with many threads cannot explode memory,
+// and one slice for small inputs, where waking threads costs more than the work.
+int histogram_parts(std::int64_t bins, std::int64_t items) {
+  const std::int64_t budget = std::int64_t{1} << 27;  // counters in all slices together
+  const int threads = items < kParallelItems ? 1 : omp_get_max_threads();
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, budget / std::max<std::int64_t>(1, bins))));
+}
+
+// CSC of a CSR matrix: per-part column counts over row ranges, so the fill is parallel and each
+// column's rows still come out ascending (parts own ascending row ranges).
 void build_csc(BlockMatrix& matrix) {
   const std::int32_t p = matrix.shape.block_rows();
+  const std::int32_t rows = matrix.rows_held();
+  const int parts = histogram_parts(p, matrix.blocks());
+  std::vector<std::int64_t> offset(static_cast<std::size_t>(parts) * p, 0);
+#pragma omp parallel for schedule(static, 1)
+  for (int t = 0; t < parts; ++t) {
+    std::int64_t* count = offset.data() + static_cast<std::size_t>(t) * p;
+    const std::int64_t b0 = matrix.row_ptr[part_begin(rows, t, parts)];
+    const std::int64_t b1 = matrix.row_ptr[part_begin(rows, t + 1, parts)];
+    for (std::int64_t b = b0; b < b1; ++b) ++count[matrix.col[b]];
+  }
   matrix.col_ptr.assign(static_cast<std::size_t>(p) + 1, 0);
-  for (std::int32_t j : matrix.col) ++matrix.col_ptr[j + 1];
-  std::partial_sum(matrix.col_ptr.begin(), matrix.col_ptr.end(), matrix.col_ptr.begin());
+  std::int64_t running = 0;
+  for (std::int32_t j = 0; j < p; ++j) {
+    matrix.col_ptr[j] = running;
+    for (int t = 0; t < parts; ++t) {
+      const std::int64_t c = offset[static_cast<std::size_t>(t) * p + j];
+      offset[static_cast<std::size_t>(t) * p + j] = running;
+      running += c;
+    }
+  }
+  matrix.col_ptr[p] = running;
   matrix.csc_row.resize(matrix.col.size());
   matrix.csc_block.resize(matrix.col.size());
-  std::vector<std::int64_t> next(matrix.col_ptr.begin(), matrix.col_ptr.end() - 1);
-  // Rows ascend in CSR order, so each column's rows come out ascending.
-  for (std::int32_t r = 0; r < matrix.rows_held(); ++r) {
-    for (std::int64_t b = matrix.row_ptr[r]; b < matrix.row_ptr[r + 1]; ++b) {
-      const std::int64_t slot = next[matrix.col[b]]++;
-      matrix.csc_row[slot] = matrix.row_begin + r;
-      matrix.csc_block[slot] = b;
+#pragma omp parallel for schedule(static, 1)
+  for (int t = 0; t < parts; ++t) {
+    std::int64_t* next = offset.data() + static_cast<std::size_t>(t) * p;
+    for (std::int32_t r = static_cast<std::int32_t>(part_begin(rows, t, parts));
+         r < static_cast<std::int32_t>(part_begin(rows, t + 1, parts)); ++r) {
+      for (std::int64_t b = matrix.row_ptr[r]; b < matrix.row_ptr[r + 1]; ++b) {
+        const std::int64_t slot = next[matrix.col[b]]++;
+        matrix.csc_row[slot] = matrix.row_begin + r;
+        matrix.csc_block[slot] = static_cast<std::int32_t>(b);
+      }
     }
   }
 }
+
+// Sort key of a record within its row: column, then a flag for all-zero blocks, then the
+// record's index (k < 2^31, so bit 31 is free for the flag).
+constexpr std::uint64_t kZeroFlag = std::uint64_t{1} << 31;
+std::int32_t key_col(std::uint64_t key) { return static_cast<std::int32_t>(key >> 32); }
+std::int64_t key_record(std::uint64_t key) { return static_cast<std::int64_t>(key & (kZeroFlag - 1)); }
+bool key_zero(std::uint64_t key) { return (key & kZeroFlag) != 0; }
 
 }  // namespace
 
@@ -49,64 +95,96 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   const std::int64_t mm = records.shape.block_values();
   const std::int32_t rows = row_end - row_begin;
   const std::int64_t count = records.size();
+  if (count > std::int64_t{INT32_MAX})
+    throw Error(ExitCode::resource, "more than 2^31 - 1 blocks on one rank; use more ranks");
 
-  // Counting sort by row, then columns sorted within each row.
-  std::vector<std::int64_t> start(static_cast<std::size_t>(rows) + 1, 0);
-  for (std::int64_t q = 0; q < count; ++q) {
-    const std::int32_t i = record_row(records.record(q));
-    if (i < row_begin || i >= row_end)
-      throw Error(ExitCode::other, "internal error: block-row " + std::to_string(i) + " sent to the wrong rank");
-    ++start[i - row_begin + 1];
-  }
-  std::partial_sum(start.begin(), start.end(), start.begin());
-  std::vector<std::int64_t> order(static_cast<std::size_t>(count));
-  {
-    std::vector<std::int64_t> next(start.begin(), start.end() - 1);
-    for (std::int64_t q = 0; q < count; ++q) order[next[record_row(records.record(q)) - row_begin]++] = q;
-  }
-  std::vector<std::int32_t> col_of(static_cast<std::size_t>(count));
-  std::vector<char> keep(static_cast<std::size_t>(count));
-  std::int64_t duplicate_at = -1;
-#pragma omp parallel for schedule(dynamic, 64) reduction(max : duplicate_at)
-  for (std::int32_t r = 0; r < rows; ++r) {
-    auto first = order.begin() + start[r];
-    auto last = order.begin() + start[r + 1];
-    std::sort(first, last, [&](std::int64_t x, std::int64_t y) {
-      return record_col(records.record(x)) < record_col(records.record(y));
-    });
-    for (std::int64_t s = start[r]; s < start[r + 1]; ++s) {
-      col_of[s] = record_col(records.record(order[s]));
-      keep[s] = !all_zero(records.values(order[s]), mm);
-      if (s > start[r] && col_of[s] == col_of[s - 1]) duplicate_at = std::max(duplicate_at, s);
+  // 1. Row histogram per part over static record ranges (records are read in order, once).
+  const int parts = histogram_parts(rows, count);
+  std::vector<std::int64_t> offset(static_cast<std::size_t>(parts) * rows, 0);
+  std::int64_t misplaced = -1;
+#pragma omp parallel for schedule(static, 1) reduction(max : misplaced)
+  for (int t = 0; t < parts; ++t) {
+    std::int64_t* hist = offset.data() + static_cast<std::size_t>(t) * rows;
+    for (std::int64_t q = part_begin(count, t, parts); q < part_begin(count, t + 1, parts); ++q) {
+      const std::int32_t i = record_row(records.record(q));
+      if (i < row_begin || i >= row_end) {
+        misplaced = std::max(misplaced, q);
+        continue;
+      }
+      ++hist[i - row_begin];
     }
   }
-  if (duplicate_at >= 0)
-    throw InputError(duplicate_message(record_row(records.record(order[duplicate_at])), col_of[duplicate_at]));
+  if (misplaced >= 0)
+    throw Error(ExitCode::other, "internal error: block-row " + std::to_string(record_row(records.record(misplaced))) +
+                                     " sent to the wrong rank");
+  std::vector<std::int64_t> start(static_cast<std::size_t>(rows) + 1, 0);
+  std::int64_t running = 0;
+  for (std::int32_t r = 0; r < rows; ++r) {
+    start[r] = running;
+    for (int t = 0; t < parts; ++t) {
+      const std::int64_t c = offset[static_cast<std::size_t>(t) * rows + r];
+      offset[static_cast<std::size_t>(t) * rows + r] = running;
+      running += c;
+    }
+  }
+  start[rows] = running;
 
+  // 2. Scatter compact sort keys into row buckets; the zero test reads each record in order.
+  LargeVector<std::uint64_t> keys(static_cast<std::size_t>(count));
+#pragma omp parallel for schedule(static, 1)
+  for (int t = 0; t < parts; ++t) {
+    std::int64_t* next = offset.data() + static_cast<std::size_t>(t) * rows;
+    for (std::int64_t q = part_begin(count, t, parts); q < part_begin(count, t + 1, parts); ++q) {
+      const std::byte* rec = records.record(q);
+      const std::uint64_t key = (static_cast<std::uint64_t>(record_col(rec)) << 32) |
+                                (all_zero(records.values(q), mm) ? kZeroFlag : 0) | static_cast<std::uint64_t>(q);
+      keys[next[record_row(rec) - row_begin]++] = key;
+    }
+  }
+  std::vector<std::int64_t>().swap(offset);
+  // (keys are written in parallel above; LargeVector leaves them uninitialised until then)
+
+  // 3. Sort each row's keys (contiguous, cache-resident), find duplicates, count kept blocks.
   BlockMatrix matrix;
   matrix.shape = records.shape;
   matrix.row_begin = row_begin;
   matrix.row_end = row_end;
   matrix.row_ptr.assign(static_cast<std::size_t>(rows) + 1, 0);
+  std::int64_t duplicate_at = -1;
+#pragma omp parallel for schedule(dynamic, 64) reduction(max : duplicate_at) if (count >= kParallelItems)
   for (std::int32_t r = 0; r < rows; ++r) {
+    std::sort(keys.begin() + start[r], keys.begin() + start[r + 1]);
     std::int64_t kept = 0;
-    for (std::int64_t s = start[r]; s < start[r + 1]; ++s) kept += keep[s];
-    matrix.row_ptr[r + 1] = matrix.row_ptr[r] + kept;
+    for (std::int64_t s = start[r]; s < start[r + 1]; ++s) {
+      kept += !key_zero(keys[s]);
+      if (s > start[r] && key_col(keys[s]) == key_col(keys[s - 1])) duplicate_at = std::max(duplicate_at, s);
+    }
+    matrix.row_ptr[r + 1] = kept;
   }
+  if (duplicate_at >= 0)
+    throw InputError(duplicate_message(record_row(records.record(key_record(keys[duplicate_at]))),
+                                       key_col(keys[duplicate_at])));
+  for (std::int32_t r = 0; r < rows; ++r) matrix.row_ptr[r + 1] += matrix.row_ptr[r];
+
+  // 4. Gather the kept blocks' values in CSR order and compute their masks.
   const std::int64_t blocks = matrix.row_ptr[rows];
   const std::int32_t words = role == OperandRole::plain ? 0 : mask_words(m);
   matrix.col.resize(static_cast<std::size_t>(blocks));
   matrix.values.resize(static_cast<std::size_t>(blocks * mm));
-  matrix.masks.assign(static_cast<std::size_t>(blocks * words), 0);
-#pragma omp parallel for schedule(dynamic, 64)
+  matrix.masks.resize(static_cast<std::size_t>(blocks * words));
+#pragma omp parallel for schedule(dynamic, 64) if (count >= kParallelItems)
   for (std::int32_t r = 0; r < rows; ++r) {
     std::int64_t b = matrix.row_ptr[r];
     for (std::int64_t s = start[r]; s < start[r + 1]; ++s) {
-      if (!keep[s]) continue;
-      const std::uint16_t* v = records.values(order[s]);
-      matrix.col[b] = col_of[s];
+      if (key_zero(keys[s])) continue;
+      const std::uint16_t* v = records.values(key_record(keys[s]));
+      matrix.col[b] = key_col(keys[s]);
       std::memcpy(matrix.values.data() + b * mm, v, static_cast<std::size_t>(mm) * 2);
-      if (words > 0) compute_mask(v, m, role, matrix.masks.data() + b * words);
+      if (words > 0) {
+        std::uint64_t* mask = matrix.masks.data() + b * words;
+        std::fill(mask, mask + words, 0);
+        compute_mask(v, m, role, mask);
+      }
       ++b;
     }
   }

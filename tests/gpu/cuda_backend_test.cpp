@@ -22,7 +22,10 @@ class CudaBackend : public ::testing::Test {
   void SetUp() override {
     if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible (or a build without CUDA)";
   }
-  void TearDown() override { unsetenv("BLOCKMM_CUDA_GENERIC"); }
+  void TearDown() override {
+    unsetenv("BLOCKMM_CUDA_GENERIC");
+    unsetenv("BLOCKMM_CUDA_DENSE");
+  }
 };
 
 void expect_same(const InputRecords& a, const InputRecords& b, const std::string& what, std::int64_t chunk_bytes,
@@ -51,6 +54,45 @@ TEST_F(CudaBackend, FixedKernelsMatchReferenceOnRandomCases) { random_cases(320,
 TEST_F(CudaBackend, GenericKernelMatchesReferenceOnRandomCases) {
   setenv("BLOCKMM_CUDA_GENERIC", "1", 1);
   random_cases(120, 777, 24);
+}
+
+TEST_F(CudaBackend, DenseTilesMatchReferenceOnRandomCases) {
+  setenv("BLOCKMM_CUDA_DENSE", "1", 1);
+  random_cases(200, 1999, 32);
+}
+
+TEST_F(CudaBackend, DenseTilesSaturateExactly) {
+  setenv("BLOCKMM_CUDA_DENSE", "1", 1);
+  std::mt19937_64 rng(31);
+  for (std::int32_t m : {1, 4, 8, 5}) {
+    RandomSpec spec;
+    spec.m = m;
+    spec.n = m * 40;
+    spec.density = 1.0;
+    spec.max_value = 65535;
+    spec.zero_value_fraction = 0.97;  // some sums stay below 2^32, most saturate
+    const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+    expect_same(a, b, "dense saturation m=" + std::to_string(m), std::int64_t{256} << 20);
+  }
+}
+
+TEST_F(CudaBackend, DenseTilesUnderATinyBudgetSplitColumnsAndRows) {
+  setenv("BLOCKMM_CUDA_DENSE", "1", 1);
+  std::mt19937_64 rng(17);
+  RandomSpec spec;
+  spec.n = 4 * 250;
+  spec.m = 4;
+  spec.density = 0.3;
+  spec.max_value = 65535;
+  spec.empty_row_fraction = 0.2;
+  spec.empty_col_fraction = 0.2;
+  const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+  const ProductRun reference = multiply(a, b, BackendKind::reference);
+  // Inputs plus about 3 MiB: B's 8 MB dense width cannot stay resident, so columns are tiled.
+  const std::int64_t inputs = (a.size() + b.size()) * 48 + 2 * 251 * 4;
+  const ProductRun tiled = multiply(a, b, BackendKind::cuda, std::int64_t{64} << 10, inputs + (std::int64_t{3} << 20));
+  EXPECT_GT(tiled.chunks, 4);
+  ASSERT_TRUE(reference.output.bytes == tiled.output.bytes) << compare_outputs(reference.output, tiled.output);
 }
 
 TEST_F(CudaBackend, LargeBlocksUseTheGenericKernel) {

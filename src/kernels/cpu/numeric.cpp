@@ -124,7 +124,7 @@ NumericReport cpu_numeric(const Operands& ops, const TilePattern& pattern, Recor
 
   NumericReport report;
   report.device = "host (" + std::to_string(omp_get_max_threads()) + " OpenMP threads)";
-  std::vector<std::byte> buffers[2];
+  LargeVector<std::byte> buffers[2];
   std::future<double> pending_write;  // the previous chunk's write, running beside compute
   const int threads = omp_get_max_threads();
   std::vector<RowScratch> scratch(static_cast<std::size_t>(threads));
@@ -139,12 +139,12 @@ NumericReport cpu_numeric(const Operands& ops, const TilePattern& pattern, Recor
     const std::int64_t count = pattern.row_ptr[r1] - t0;
 
     // Chunk c fills one buffer while chunk c-1's write (waited for below) drains the other.
-    std::vector<std::byte>& buffer = buffers[report.chunks % 2];
+    LargeVector<std::byte>& buffer = buffers[report.chunks % 2];
     buffer.resize(static_cast<std::size_t>(count * stride));
 
     const auto start = Clock::now();
     std::exception_ptr failure;
-#pragma omp parallel
+#pragma omp parallel if (count >= 256)
     {
       RowScratch& mine = scratch[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 4)

@@ -41,7 +41,7 @@ struct HeavyRowBitsets {
     for (std::int32_t r = 0; r < b.rows_held(); ++r)
       if (b.row_ptr[r + 1] - b.row_ptr[r] > words) slot[r] = heavy++;
     bits.assign(static_cast<std::size_t>(heavy * words), 0);
-#pragma omp parallel for schedule(dynamic, 16)
+#pragma omp parallel for schedule(dynamic, 16) if (heavy > 16)
     for (std::int32_t r = 0; r < b.rows_held(); ++r) {
       if (slot[r] < 0) continue;
       std::uint64_t* row_bits = bits.data() + slot[r] * words;
@@ -73,7 +73,9 @@ TilePattern cpu_symbolic(const Operands& ops) {
   const std::int32_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
   std::vector<std::vector<std::int32_t>> chunk_cols(static_cast<std::size_t>(chunks));
 
-#pragma omp parallel
+  // Small panels run on one thread: waking a team costs more than the work.
+  const bool parallel = a.blocks() + b.blocks() >= (1 << 14);
+#pragma omp parallel if (parallel)
   {
     std::vector<std::int32_t> stamp(static_cast<std::size_t>(p), -1);
     std::vector<std::uint64_t> row_bits(static_cast<std::size_t>(words));
@@ -133,7 +135,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
 
   for (std::int32_t r = 0; r < rows; ++r) pattern.row_ptr[r + 1] += pattern.row_ptr[r];
   pattern.col.resize(static_cast<std::size_t>(pattern.row_ptr[rows]));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel)
   for (std::int32_t c = 0; c < chunks; ++c) {
     if (!chunk_cols[c].empty())
       std::memcpy(pattern.col.data() + pattern.row_ptr[c * kRowsPerChunk], chunk_cols[c].data(),

@@ -2,6 +2,7 @@
 // work units, and the chunk pipeline under a memory budget. Chunk c computes on one stream
 // while chunk c-1 copies back into pinned memory on another and the host hands chunk c-2 to
 // the sink (the output file), so the file write overlaps the GPU work.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/dense_kernels.cuh"
 #include "kernels/cuda/device_memory.cuh"
 #include "kernels/cuda/tile_kernel.cuh"
 
@@ -27,16 +29,16 @@ using cuda::PinnedBuffer;
 using cuda::Stream;
 using cuda::WorkUnit;
 
-template <typename To, typename From>
-std::vector<To> narrow(const std::vector<From>& in) {
+template <typename To, typename Container>
+std::vector<To> narrow(const Container& in) {
   std::vector<To> out(in.size());
   for (std::size_t e = 0; e < in.size(); ++e) out[e] = static_cast<To>(in[e]);
   return out;
 }
 
-template <typename T>
-DeviceArray<T> upload(const std::vector<T>& host, cudaStream_t stream) {
-  DeviceArray<T> device(host.size());
+template <typename Container>
+DeviceArray<typename Container::value_type> upload(const Container& host, cudaStream_t stream) {
+  DeviceArray<typename Container::value_type> device(host.size());
   if (!host.empty()) BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(device.get(), host.data(), device.bytes(), cudaMemcpyHostToDevice, stream));
   return device;
 }
@@ -109,6 +111,44 @@ std::vector<Chunk> make_chunks(const std::vector<WorkUnit>& units, std::int64_t 
   return chunks;
 }
 
+// Where the dense path starts to pay (bench/NOTES.md): float64 tiles on cuBLAS run about ten
+// times the sparse kernels' multiply-add rate, so they win once the block products exceed
+// this fraction of a dense product's.
+constexpr double kDenseFraction = 0.05;
+
+unsigned int grid_for(std::int64_t items) {
+  return static_cast<unsigned int>(std::min<std::int64_t>((items + 255) / 256, std::int64_t{1} << 20));
+}
+
+#define BLOCKMM_CUBLAS_CHECK(call)                                                                   \
+  do {                                                                                               \
+    const cublasStatus_t blockmm_blas_rc_ = (call);                                                   \
+    if (blockmm_blas_rc_ != CUBLAS_STATUS_SUCCESS)                                                    \
+      throw ResourceError(std::string("cuBLAS: ") + #call + " failed with status " +                  \
+                          std::to_string(static_cast<int>(blockmm_blas_rc_)));                        \
+  } while (0)
+
+// C [rows x cols] = A [rows x k] * B [k x cols], float64, column-major, on one stream.
+class CublasHandle {
+ public:
+  explicit CublasHandle(cudaStream_t stream) {
+    BLOCKMM_CUBLAS_CHECK(cublasCreate(&handle_));
+    BLOCKMM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+    // Native float64 only: integer sums below 2^53 are then exact in any order.
+    BLOCKMM_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
+  }
+  ~CublasHandle() { cublasDestroy(handle_); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  void multiply(int rows, int cols, int k, const double* a, const double* b, double* c) {
+    const double one = 1.0, zero = 0.0;
+    BLOCKMM_CUBLAS_CHECK(cublasDgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, k, &one, a, rows, b, k, &zero, c, rows));
+  }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
 // Waits for both streams on every exit path, so buffers are never freed under running work.
 struct StreamDrain {
   const Stream& a;
@@ -145,54 +185,30 @@ class CudaBackend final : public Backend {
     NumericReport report;
     report.device = device_name_;
     if (pattern.tiles() == 0) return report;
-    const int m = ops.a.shape.m;
+    const BlockMatrix& a = ops.a;
+    const BlockMatrix& b = ops.b;
+    const int m = a.shape.m;
+    const std::int64_t n = a.shape.n;
     const std::int64_t stride = record_bytes<std::uint32_t>(m);
-    const KernelPlan plan = plan_for(m);
 
     Stream compute;
     Stream copy;
     StreamDrain drain{compute, copy};
 
     // Inputs, once. Block counts fit int32 (the file format's k is int32).
-    const BlockMatrix& a = ops.a;
-    const BlockMatrix& b = ops.b;
     const std::int64_t input_bytes =
         static_cast<std::int64_t>((a.row_ptr.size() + a.col.size() + b.col_ptr.size() + 2 * b.csc_row.size()) * 4 +
                                   (a.values.size() + b.values.size()) * 2);
     const std::int64_t budget = memory_budget(options);
-    const std::int64_t per_tile = 2 * (stride + 4) + 2 * 16 / plan.tiles_per_unit + 1;  // double-buffered out, cols, units
-    const std::int64_t room = budget - input_bytes;
-    const std::int64_t min_tiles = plan.tiles_per_unit;
-    if (room < min_tiles * per_tile)
-      throw ResourceError("the cuda backend needs " + std::to_string((input_bytes + min_tiles * per_tile) >> 20) +
-                          " MiB of device memory for this rank's inputs, more than the budget of " +
-                          std::to_string(budget >> 20) + " MiB (raise --mem-budget, or use more ranks)");
-    const std::int64_t chunk_tiles =
-        std::max(min_tiles, std::min(room / per_tile, std::max<std::int64_t>(1, options.chunk_bytes / stride)));
-
     auto d_a_row_ptr = upload(narrow<std::int32_t>(a.row_ptr), compute.get());
     auto d_a_col = upload(a.col, compute.get());
     auto d_a_values = upload(a.values, compute.get());
     auto d_b_col_ptr = upload(narrow<std::int32_t>(b.col_ptr), compute.get());
     auto d_b_csc_row = upload(b.csc_row, compute.get());
-    auto d_b_csc_block = upload(narrow<std::int32_t>(b.csc_block), compute.get());
+    auto d_b_csc_block = upload(b.csc_block, compute.get());
     auto d_b_values = upload(b.values, compute.get());
     DeviceArray<unsigned int> d_zero_tiles(1);
     BLOCKMM_CUDA_CHECK(cudaMemsetAsync(d_zero_tiles.get(), 0, sizeof(unsigned int), compute.get()));
-
-    const std::vector<WorkUnit> units = make_units(pattern, plan.tiles_per_unit);
-    const std::vector<Chunk> chunks = make_chunks(units, chunk_tiles);
-    std::int64_t max_units = 0;
-    for (const Chunk& c : chunks) max_units = std::max(max_units, c.units);
-    const std::int64_t buffer_tiles = std::min(chunk_tiles, pattern.tiles());
-
-    DeviceArray<std::byte> d_out[2] = {DeviceArray<std::byte>(buffer_tiles * stride), DeviceArray<std::byte>(buffer_tiles * stride)};
-    DeviceArray<std::int32_t> d_cols[2] = {DeviceArray<std::int32_t>(buffer_tiles), DeviceArray<std::int32_t>(buffer_tiles)};
-    DeviceArray<WorkUnit> d_units[2] = {DeviceArray<WorkUnit>(max_units), DeviceArray<WorkUnit>(max_units)};
-    PinnedBuffer host_out[2] = {PinnedBuffer(buffer_tiles * stride), PinnedBuffer(buffer_tiles * stride)};
-    Event kernel_start[2] = {Event(true), Event(true)};
-    Event kernel_end[2] = {Event(true), Event(true)};
-    Event copied[2];
 
     cuda::TileParams params{};
     params.a_row_ptr = d_a_row_ptr.get();
@@ -206,7 +222,45 @@ class CudaBackend final : public Backend {
     params.m = m;
     params.zero_tiles = d_zero_tiles.get();
 
-    // Hands chunk c (already copied into host_out[c % 2]) to the sink.
+    if (use_dense_path(ops, pattern)) {
+      report.device += ", dense float64 tiles (cuBLAS)";
+      numeric_dense(ops, pattern, sink, options, budget - input_bytes, params, compute, copy, report);
+    } else {
+      numeric_sparse(ops, pattern, sink, options, budget - input_bytes, params, compute, copy, report);
+    }
+
+    unsigned int zero_tiles = 0;
+    BLOCKMM_CUDA_CHECK(cudaMemcpy(&zero_tiles, d_zero_tiles.get(), sizeof zero_tiles, cudaMemcpyDeviceToHost));
+    if (zero_tiles != 0)
+      throw Error(ExitCode::other, "internal error: the CUDA numeric phase produced " + std::to_string(zero_tiles) +
+                                       " all-zero tiles that the symbolic phase kept");
+    (void)n;
+    (void)stride;
+    return report;
+  }
+
+ private:
+  // A chunk of the output: tiles [first_tile, first_tile + tiles) of the panel.
+  struct OutputChunk {
+    std::int64_t first_tile, tiles;
+  };
+
+  // The double-buffered pipeline shared by both paths: enqueue(c, out) queues chunk c's
+  // compute on `compute`, writing its records to `out`; then its copy to pinned memory on
+  // `copy`; chunk c-1 is handed to the sink while chunk c runs.
+  template <typename Enqueue>
+  void run_pipeline(const std::vector<OutputChunk>& chunks, std::int64_t stride, RecordSink& sink,
+                    const NumericOptions& options, const Stream& compute, const Stream& copy, NumericReport& report,
+                    Enqueue&& enqueue) {
+    std::int64_t buffer_tiles = 0;
+    for (const OutputChunk& c : chunks) buffer_tiles = std::max(buffer_tiles, c.tiles);
+    DeviceArray<std::byte> d_out[2] = {DeviceArray<std::byte>(buffer_tiles * stride),
+                                       DeviceArray<std::byte>(buffer_tiles * stride)};
+    PinnedBuffer host_out[2] = {PinnedBuffer(buffer_tiles * stride), PinnedBuffer(buffer_tiles * stride)};
+    Event kernel_start[2] = {Event(true), Event(true)};
+    Event kernel_end[2] = {Event(true), Event(true)};
+    Event copied[2];
+
     auto drain_chunk = [&](std::size_t c) {
       const int slot = static_cast<int>(c % 2);
       BLOCKMM_CUDA_CHECK(cudaEventSynchronize(copied[slot].get()));
@@ -222,38 +276,187 @@ class CudaBackend final : public Backend {
 
     for (std::size_t c = 0; c < chunks.size(); ++c) {
       const int slot = static_cast<int>(c % 2);
-      const Chunk& chunk = chunks[c];
       // d_out[slot] was last read by the copy of chunk c-2.
       if (c >= 2) BLOCKMM_CUDA_CHECK(cudaStreamWaitEvent(compute.get(), copied[slot].get(), 0));
-      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(d_units[slot].get(), units.data() + chunk.first_unit, chunk.units * sizeof(WorkUnit),
-                                         cudaMemcpyHostToDevice, compute.get()));
-      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(d_cols[slot].get(), pattern.col.data() + chunk.first_tile,
-                                         chunk.tiles * sizeof(std::int32_t), cudaMemcpyHostToDevice, compute.get()));
-      params.units = d_units[slot].get();
-      params.tile_col = d_cols[slot].get();
-      params.chunk_first_tile = chunk.first_tile;
-      params.out = d_out[slot].get();
       BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_start[slot].get(), compute.get()));
-      launch(plan, params, chunk.units, compute.get());
+      enqueue(c, slot, d_out[slot].get());
       BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_end[slot].get(), compute.get()));
       // host_out[slot] held chunk c-2, which drain_chunk(c-2) wrote out in the previous iteration.
       BLOCKMM_CUDA_CHECK(cudaStreamWaitEvent(copy.get(), kernel_end[slot].get(), 0));
-      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host_out[slot].get(), d_out[slot].get(), chunk.tiles * stride,
+      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host_out[slot].get(), d_out[slot].get(), chunks[c].tiles * stride,
                                          cudaMemcpyDeviceToHost, copy.get()));
       BLOCKMM_CUDA_CHECK(cudaEventRecord(copied[slot].get(), copy.get()));
-      if (c >= 1) drain_chunk(c - 1);  // overlaps with chunk c's kernel and copy
+      if (c >= 1) drain_chunk(c - 1);  // overlaps with chunk c's kernels and copy
     }
-    drain_chunk(chunks.size() - 1);
-
-    unsigned int zero_tiles = 0;
-    BLOCKMM_CUDA_CHECK(cudaMemcpy(&zero_tiles, d_zero_tiles.get(), sizeof zero_tiles, cudaMemcpyDeviceToHost));
-    if (zero_tiles != 0)
-      throw Error(ExitCode::other, "internal error: the CUDA numeric phase produced " + std::to_string(zero_tiles) +
-                                       " all-zero tiles that the symbolic phase kept");
-    return report;
+    if (!chunks.empty()) drain_chunk(chunks.size() - 1);
   }
 
- private:
+  // Sparse path: the two-pointer tile kernels.
+  void numeric_sparse(const Operands& ops, const TilePattern& pattern, RecordSink& sink, const NumericOptions& options,
+                      std::int64_t room, cuda::TileParams params, const Stream& compute, const Stream& copy,
+                      NumericReport& report) {
+    const int m = ops.a.shape.m;
+    const std::int64_t stride = record_bytes<std::uint32_t>(m);
+    const KernelPlan plan = plan_for(m);
+    // Per tile: two output buffers, two column entries, and a share of a work unit.
+    const std::int64_t per_tile = 2 * (stride + 4) + 2 * 16 / plan.tiles_per_unit + 1;
+    const std::int64_t min_tiles = plan.tiles_per_unit;
+    if (room < min_tiles * per_tile) throw budget_error(room, min_tiles * per_tile);
+    const std::int64_t chunk_tiles =
+        std::max(min_tiles, std::min(room / per_tile, std::max<std::int64_t>(1, options.chunk_bytes / stride)));
+
+    const std::vector<WorkUnit> units = make_units(pattern, plan.tiles_per_unit);
+    const std::vector<Chunk> unit_chunks = make_chunks(units, chunk_tiles);
+    std::vector<OutputChunk> chunks;
+    std::int64_t max_units = 0;
+    for (const Chunk& c : unit_chunks) {
+      chunks.push_back({c.first_tile, c.tiles});
+      max_units = std::max(max_units, c.units);
+    }
+    std::int64_t max_tiles = 0;
+    for (const OutputChunk& c : chunks) max_tiles = std::max(max_tiles, c.tiles);
+    DeviceArray<std::int32_t> d_cols[2] = {DeviceArray<std::int32_t>(max_tiles), DeviceArray<std::int32_t>(max_tiles)};
+    DeviceArray<WorkUnit> d_units[2] = {DeviceArray<WorkUnit>(max_units), DeviceArray<WorkUnit>(max_units)};
+
+    run_pipeline(chunks, stride, sink, options, compute, copy, report, [&](std::size_t c, int slot, std::byte* out) {
+      const Chunk& chunk = unit_chunks[c];
+      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(d_units[slot].get(), units.data() + chunk.first_unit,
+                                         chunk.units * sizeof(WorkUnit), cudaMemcpyHostToDevice, compute.get()));
+      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(d_cols[slot].get(), pattern.col.data() + chunk.first_tile,
+                                         chunk.tiles * sizeof(std::int32_t), cudaMemcpyHostToDevice, compute.get()));
+      cuda::TileParams p = params;
+      p.units = d_units[slot].get();
+      p.tile_col = d_cols[slot].get();
+      p.chunk_first_tile = chunk.first_tile;
+      p.out = out;
+      launch(plan, p, chunk.units, compute.get());
+    });
+  }
+
+  // Dense path: panels of A and B expanded to float64 tiles, multiplied by cuBLAS, and the
+  // pattern's tiles gathered back. Chunks are runs of whole block-rows.
+  void numeric_dense(const Operands& ops, const TilePattern& pattern, RecordSink& sink, const NumericOptions& options,
+                     std::int64_t room, const cuda::TileParams& params, const Stream& compute, const Stream& copy,
+                     NumericReport& report) {
+    const BlockMatrix& a = ops.a;
+    const BlockMatrix& b = ops.b;
+    const int m = a.shape.m;
+    const std::int64_t n = a.shape.n;
+    const std::int32_t p = a.shape.block_rows();
+    const std::int32_t rows = a.rows_held();
+    const std::int64_t stride = record_bytes<std::uint32_t>(m);
+
+    // Tile sizes: at most a quarter of the room each for the A tile [ti x n] and the B tile
+    // [n x tj]; A tiles at most 8192 rows (cuBLAS is at full speed well before that). When B's
+    // whole width fits, it is expanded once and stays resident for every chunk.
+    // The columns of every tile and the work units (at most one a tile) are resident too.
+    const std::int64_t quarter = (room - pattern.tiles() * 20) / 4;
+    const std::int32_t cols_per_tile = static_cast<std::int32_t>(std::min<std::int64_t>(p, quarter / (n * 8 * m)));
+    if (cols_per_tile < 1) throw budget_error(room, 4 * n * 8 * m + pattern.tiles() * 20);
+    const std::int32_t max_rows_per_tile = static_cast<std::int32_t>(std::min<std::int64_t>(
+        {std::max<std::int64_t>(1, 8192 / m), quarter / (n * 8 * m), quarter / (std::int64_t{cols_per_tile} * m * 8 * m)}));
+    const bool b_resident = cols_per_tile == p;
+    if (max_rows_per_tile < 1) throw budget_error(room, 4 * n * 8 * m + pattern.tiles() * 20);
+    const std::int64_t chunk_tiles = std::max<std::int64_t>(1, std::min(options.chunk_bytes, room / 4) / (2 * stride));
+
+    // Chunks: runs of rows with at most chunk_tiles tiles (or one row) and max_rows_per_tile rows.
+    std::vector<OutputChunk> chunks;
+    std::vector<std::int32_t> chunk_row;  // first panel row of each chunk, then the end
+    for (std::int32_t r = 0; r < rows;) {
+      std::int32_t r1 = r + 1;
+      while (r1 < rows && r1 - r < max_rows_per_tile && pattern.row_ptr[r1 + 1] - pattern.row_ptr[r] <= chunk_tiles) ++r1;
+      chunks.push_back({pattern.row_ptr[r], pattern.row_ptr[r1] - pattern.row_ptr[r]});
+      chunk_row.push_back(r);
+      r = r1;
+    }
+    chunk_row.push_back(rows);
+    const std::int64_t tile_rows_max = static_cast<std::int64_t>(max_rows_per_tile) * m;
+    const std::int64_t tile_cols_max = static_cast<std::int64_t>(cols_per_tile) * m;
+    DeviceArray<double> d_a(static_cast<std::size_t>(tile_rows_max * n));
+    DeviceArray<double> d_b(static_cast<std::size_t>(n * tile_cols_max));
+    DeviceArray<double> d_c(static_cast<std::size_t>(tile_rows_max * tile_cols_max));
+    // Every (chunk, column tile)'s work units, and every tile's column, go up once: copies
+    // from pageable memory inside the loop would wait for the stream and stall the pipeline.
+    const std::int32_t col_tiles = (p + cols_per_tile - 1) / cols_per_tile;
+    std::vector<WorkUnit> units;
+    std::vector<std::int64_t> unit_start;  // per (chunk, column tile), then the end
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      for (std::int32_t jt = 0; jt < col_tiles; ++jt) {
+        unit_start.push_back(static_cast<std::int64_t>(units.size()));
+        const std::int32_t j0 = jt * cols_per_tile, j1 = std::min(p, j0 + cols_per_tile);
+        for (std::int32_t r = chunk_row[c]; r < chunk_row[c + 1]; ++r) {
+          const auto first = pattern.col.begin() + pattern.row_ptr[r];
+          const auto last = pattern.col.begin() + pattern.row_ptr[r + 1];
+          const std::int64_t lo = std::lower_bound(first, last, j0) - pattern.col.begin();
+          const std::int64_t hi = std::lower_bound(first, last, j1) - pattern.col.begin();
+          for (std::int64_t t = lo; t < hi; t += cuda::kThreadsPerUnit)
+            units.push_back({t, r, static_cast<std::int32_t>(std::min<std::int64_t>(cuda::kThreadsPerUnit, hi - t))});
+        }
+      }
+    }
+    unit_start.push_back(static_cast<std::int64_t>(units.size()));
+    auto d_units = upload(units, compute.get());
+    auto d_cols = upload(pattern.col, compute.get());
+    CublasHandle blas(compute.get());
+    bool b_expanded = false;
+
+    run_pipeline(chunks, stride, sink, options, compute, copy, report, [&](std::size_t c, int /*slot*/, std::byte* out) {
+      const std::int32_t r0 = chunk_row[c], r1 = chunk_row[c + 1];
+      const std::int32_t tile_rows = (r1 - r0) * m;
+      const OutputChunk& chunk = chunks[c];
+      BLOCKMM_CUDA_CHECK(cudaMemsetAsync(d_a.get(), 0, static_cast<std::size_t>(tile_rows) * n * sizeof(double), compute.get()));
+      const std::int64_t a_values = (a.row_ptr[r1] - a.row_ptr[r0]) * a.shape.block_values();
+      if (a_values > 0)
+        cuda::scatter_a_tile<<<grid_for(a_values), 256, 0, compute.get()>>>(
+            params.a_row_ptr, params.a_col, params.a_values, m, r0, tile_rows, static_cast<std::int32_t>(a.row_ptr[r0]),
+            a_values, d_a.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      for (std::int32_t jt = 0; jt < col_tiles; ++jt) {
+        const std::int64_t u0 = unit_start[c * col_tiles + jt], u1 = unit_start[c * col_tiles + jt + 1];
+        if (u0 == u1) continue;  // no output tile of this chunk in these columns
+        const std::int32_t j0 = jt * cols_per_tile, j1 = std::min(p, j0 + cols_per_tile);
+        const std::int32_t tile_cols = (j1 - j0) * m;
+        if (!b_resident || !b_expanded) {
+          b_expanded = true;
+          BLOCKMM_CUDA_CHECK(
+              cudaMemsetAsync(d_b.get(), 0, static_cast<std::size_t>(n) * tile_cols * sizeof(double), compute.get()));
+          const std::int64_t b_values = (b.col_ptr[j1] - b.col_ptr[j0]) * b.shape.block_values();
+          if (b_values > 0)
+            cuda::scatter_b_tile<<<grid_for(b_values), 256, 0, compute.get()>>>(
+                params.b_col_ptr, params.b_csc_row, params.b_csc_block, params.b_values, m, j0, tile_cols, n,
+                static_cast<std::int32_t>(b.col_ptr[j0]), b_values, d_b.get());
+          BLOCKMM_CUDA_CHECK(cudaGetLastError());
+        }
+        blas.multiply(tile_rows, tile_cols, static_cast<int>(n), d_a.get(), d_b.get(), d_c.get());
+        cuda::gather_records<<<static_cast<unsigned int>(u1 - u0), cuda::kThreadsPerUnit, 0, compute.get()>>>(
+            d_units.get() + u0, d_cols.get() + chunk.first_tile, chunk.first_tile, d_c.get(), tile_rows, r0, j0,
+            a.row_begin, m, out, params.zero_tiles);
+        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      }
+    });
+  }
+
+  // Dense tiles pay when the block products are a good fraction of a dense product's, and
+  // float64 stays exact (n < 2^21). BLOCKMM_CUDA_DENSE=1/0 forces the choice (tests).
+  static bool use_dense_path(const Operands& ops, const TilePattern& pattern) {
+    const std::int64_t n = ops.a.shape.n;
+    if (n >= cuda::kDenseMaxOrder || pattern.tiles() == 0) return false;
+    const char* force = std::getenv("BLOCKMM_CUDA_DENSE");
+    if (force != nullptr && force[0] == '1') return true;
+    if (force != nullptr && force[0] == '0') return false;
+    const double m = ops.a.shape.m;
+    const double useful = static_cast<double>(count_block_products(ops)) * m * m * m;
+    const double dense = static_cast<double>(ops.a.rows_held()) * m * static_cast<double>(n) * static_cast<double>(n);
+    return useful >= kDenseFraction * dense;
+  }
+
+  static ResourceError budget_error(std::int64_t room, std::int64_t need) {
+    return ResourceError("the cuda backend needs " + std::to_string((need >> 20) + 1) +
+                         " MiB of device memory beyond this rank's inputs, but the budget leaves " +
+                         std::to_string(std::max<std::int64_t>(0, room) >> 20) +
+                         " MiB (raise --mem-budget, or use more ranks)");
+  }
+
   // The explicit budget, else 80% of the free memory shared among the ranks on this GPU.
   std::int64_t memory_budget(const NumericOptions& options) const {
     if (options.device_memory_budget > 0) return options.device_memory_budget;

@@ -1,0 +1,66 @@
+// Vectors for large arrays that are overwritten right after allocation. std::vector's resize
+// zero-fills, which costs a pass over memory and takes every page fault on one thread; this
+// allocator leaves elements default-initialised (uninitialised for bytes and integers), and
+// maps allocations of 32 MiB and more directly, asking for transparent huge pages so that the
+// threads that first touch the memory fault 2 MiB at a time.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace blockmm {
+
+template <typename T>
+class LargeBufferAllocator {
+ public:
+  using value_type = T;
+  static constexpr std::size_t kMapThreshold = std::size_t{32} << 20;
+
+  LargeBufferAllocator() noexcept = default;
+  template <typename U>
+  LargeBufferAllocator(const LargeBufferAllocator<U>&) noexcept {}
+
+  T* allocate(std::size_t count) {
+    const std::size_t bytes = count * sizeof(T);
+    if (bytes < kMapThreshold) return std::allocator<T>().allocate(count);
+    void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) throw std::bad_alloc();
+#if defined(MADV_HUGEPAGE)
+    (void)::madvise(memory, bytes, MADV_HUGEPAGE);
+#endif
+    return static_cast<T*>(memory);
+  }
+
+  void deallocate(T* pointer, std::size_t count) noexcept {
+    const std::size_t bytes = count * sizeof(T);
+    if (bytes < kMapThreshold) {
+      std::allocator<T>().deallocate(pointer, count);
+      return;
+    }
+    ::munmap(pointer, bytes);
+  }
+
+  // Default-initialise instead of value-initialise: no zero-fill on resize.
+  template <typename U>
+  void construct(U* pointer) noexcept(std::is_nothrow_default_constructible<U>::value) {
+    ::new (static_cast<void*>(pointer)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* pointer, Args&&... args) {
+    ::new (static_cast<void*>(pointer)) U(std::forward<Args>(args)...);
+  }
+
+  friend bool operator==(const LargeBufferAllocator&, const LargeBufferAllocator&) noexcept { return true; }
+  friend bool operator!=(const LargeBufferAllocator&, const LargeBufferAllocator&) noexcept { return false; }
+};
+
+template <typename T>
+using LargeVector = std::vector<T, LargeBufferAllocator<T>>;
+
+}  // namespace blockmm
