@@ -38,10 +38,15 @@ stage_test() {
 stage_sanitize() {
   note "compute-sanitizer $(date +%T)"
   local bin=$BLOCKMM_BUILD/tests/gpu/blockmm_gpu_tests
+  local filter=${SANITIZE_FILTER:-*Generic*:*LargeBlocks*:*TenTimes*:*Budget*:*DenseTilesSaturate*:*DenseTilesUnder*}
   for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 "$bin" \
-      --gtest_filter="${SANITIZE_FILTER:-*Generic*:*LargeBlocks*:*TenTimes*:*Budget*:*DenseTilesSaturate*:*DenseTilesUnder*}" > "$OUT/sanitizer_$tool.log" 2>&1
-    echo "$tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1))" | tee -a "$summary"
+    # racecheck instruments shared memory: our kernels, not cuBLAS's GEMMs (which it cannot
+    # finish on the many-tile budget test).
+    local extra=()
+    [ $tool = racecheck ] && extra=(--kernel-name-exclude kns=gemm)
+    compute-sanitizer --tool $tool "${extra[@]}" --error-exitcode 9 "$bin" --gtest_filter="$filter" \
+      > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "$tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1); $(grep -cE '^\[       OK' "$OUT/sanitizer_$tool.log") tests OK)" | tee -a "$summary"
   done
 }
 

@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <exception>
+#include <future>
 #include <memory>
 #include <thread>
 
@@ -158,8 +160,19 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.backend = backend->name();
   mine.setup = clock.lap();
   progress.phase("symbolic");
+  // A GPU backend uploads its operands meanwhile.
+  std::future<void> prepared = std::async(std::launch::async, [&] { backend->prepare(operands); });
   TilePattern pattern;
-  comm.run_phase([&] { pattern = backend->symbolic(operands); });
+  comm.run_phase([&] {
+    std::exception_ptr failure;
+    try {
+      pattern = backend->symbolic(operands);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    prepared.get();  // rethrows a failed upload; always waited for, so operands outlive it
+    if (failure) std::rethrow_exception(failure);
+  });
   mine.symbolic = clock.lap();
   const std::int64_t first_tile = comm.exclusive_prefix_sum(pattern.tiles());
   stats.c_blocks = comm.sum(pattern.tiles());

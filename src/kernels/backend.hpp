@@ -41,6 +41,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Optional: start moving the operands to where numeric() needs them (a GPU), so that this
+  // overlaps the symbolic phase. Called at most once, from another thread than symbolic().
+  virtual void prepare(const Operands& /*operands*/) {}
   virtual TilePattern symbolic(const Operands& operands) = 0;
   virtual NumericReport numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
                                 const NumericOptions& options) = 0;

@@ -84,6 +84,17 @@ TilePattern cpu_symbolic(const Operands& ops) {
     for (std::int32_t c = 0; c < chunks; ++c) {
       std::vector<std::int32_t>& out = chunk_cols[c];
       const std::int32_t r_end = std::min(rows, (c + 1) * kRowsPerChunk);
+      // Room for the likely output up front: growing by doubling copies and faults pages twice.
+      std::int64_t expected = 0;
+      for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
+        std::int64_t row_estimate = 0;
+        for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1] && row_estimate < p; ++e) {
+          const std::int32_t kr = a.col[e] - b.row_begin;
+          if (kr >= 0 && kr < b.rows_held()) row_estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
+        }
+        expected += std::min<std::int64_t>(row_estimate, p);
+      }
+      out.reserve(static_cast<std::size_t>(expected));
       for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
         std::int64_t estimate = 0;
         for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -175,6 +176,27 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
 
+  // Uploads the A panel (CSR) and B (CSC, values in CSR order); block counts fit int32 (a
+  // file's k is int32). Synchronous: from pageable memory the copies wait anyway.
+  void prepare(const Operands& ops) override {
+    BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
+    const BlockMatrix& a = ops.a;
+    const BlockMatrix& b = ops.b;
+    DeviceOperands d;
+    d.bytes = static_cast<std::int64_t>((a.row_ptr.size() + a.col.size() + b.col_ptr.size() + 2 * b.csc_row.size()) * 4 +
+                                        (a.values.size() + b.values.size()) * 2);
+    Stream stream;
+    d.a_row_ptr = upload(narrow<std::int32_t>(a.row_ptr), stream.get());
+    d.a_col = upload(a.col, stream.get());
+    d.a_values = upload(a.values, stream.get());
+    d.b_col_ptr = upload(narrow<std::int32_t>(b.col_ptr), stream.get());
+    d.b_csc_row = upload(b.csc_row, stream.get());
+    d.b_csc_block = upload(b.csc_block, stream.get());
+    d.b_values = upload(b.values, stream.get());
+    BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    operands_ = std::move(d);
+  }
+
   // The exact mask-based symbolic phase runs on the host (OpenMP), where it shares the code
   // that the cpu backend's tests cover.
   TilePattern symbolic(const Operands& operands) override { return cpu_symbolic(operands); }
@@ -186,47 +208,42 @@ class CudaBackend final : public Backend {
     report.device = device_name_;
     if (pattern.tiles() == 0) return report;
     const BlockMatrix& a = ops.a;
-    const BlockMatrix& b = ops.b;
     const int m = a.shape.m;
-    const std::int64_t n = a.shape.n;
-    const std::int64_t stride = record_bytes<std::uint32_t>(m);
 
     Stream compute;
     Stream copy;
     StreamDrain drain{compute, copy};
 
-    // Inputs, once. Block counts fit int32 (the file format's k is int32).
-    const std::int64_t input_bytes =
-        static_cast<std::int64_t>((a.row_ptr.size() + a.col.size() + b.col_ptr.size() + 2 * b.csc_row.size()) * 4 +
-                                  (a.values.size() + b.values.size()) * 2);
-    const std::int64_t budget = memory_budget(options);
-    auto d_a_row_ptr = upload(narrow<std::int32_t>(a.row_ptr), compute.get());
-    auto d_a_col = upload(a.col, compute.get());
-    auto d_a_values = upload(a.values, compute.get());
-    auto d_b_col_ptr = upload(narrow<std::int32_t>(b.col_ptr), compute.get());
-    auto d_b_csc_row = upload(b.csc_row, compute.get());
-    auto d_b_csc_block = upload(b.csc_block, compute.get());
-    auto d_b_values = upload(b.values, compute.get());
+    // Inputs, once (usually already uploaded by prepare(), beside the symbolic phase).
+    if (!operands_) prepare(ops);
+    const DeviceOperands& d = *operands_;
+    // Room for everything but the inputs: an explicit budget less the inputs, or a share of
+    // the memory still free now that the inputs are resident.
+    const std::int64_t room = options.device_memory_budget > 0 ? options.device_memory_budget - d.bytes : free_memory_share();
+    if (room <= 0)
+      throw ResourceError("the cuda backend needs " + std::to_string((d.bytes >> 20) + 1) +
+                          " MiB of device memory for this rank's inputs, more than the budget of " +
+                          std::to_string(options.device_memory_budget >> 20) + " MiB (raise --mem-budget, or use more ranks)");
     DeviceArray<unsigned int> d_zero_tiles(1);
     BLOCKMM_CUDA_CHECK(cudaMemsetAsync(d_zero_tiles.get(), 0, sizeof(unsigned int), compute.get()));
 
     cuda::TileParams params{};
-    params.a_row_ptr = d_a_row_ptr.get();
-    params.a_col = d_a_col.get();
-    params.a_values = d_a_values.get();
+    params.a_row_ptr = d.a_row_ptr.get();
+    params.a_col = d.a_col.get();
+    params.a_values = d.a_values.get();
     params.a_row_begin = a.row_begin;
-    params.b_col_ptr = d_b_col_ptr.get();
-    params.b_csc_row = d_b_csc_row.get();
-    params.b_csc_block = d_b_csc_block.get();
-    params.b_values = d_b_values.get();
+    params.b_col_ptr = d.b_col_ptr.get();
+    params.b_csc_row = d.b_csc_row.get();
+    params.b_csc_block = d.b_csc_block.get();
+    params.b_values = d.b_values.get();
     params.m = m;
     params.zero_tiles = d_zero_tiles.get();
 
     if (use_dense_path(ops, pattern)) {
       report.device += ", dense float64 tiles (cuBLAS)";
-      numeric_dense(ops, pattern, sink, options, budget - input_bytes, params, compute, copy, report);
+      numeric_dense(ops, pattern, sink, options, room, params, compute, copy, report);
     } else {
-      numeric_sparse(ops, pattern, sink, options, budget - input_bytes, params, compute, copy, report);
+      numeric_sparse(ops, pattern, sink, options, room, params, compute, copy, report);
     }
 
     unsigned int zero_tiles = 0;
@@ -234,12 +251,17 @@ class CudaBackend final : public Backend {
     if (zero_tiles != 0)
       throw Error(ExitCode::other, "internal error: the CUDA numeric phase produced " + std::to_string(zero_tiles) +
                                        " all-zero tiles that the symbolic phase kept");
-    (void)n;
-    (void)stride;
     return report;
   }
 
  private:
+  struct DeviceOperands {
+    std::int64_t bytes = 0;
+    DeviceArray<std::int32_t> a_row_ptr, a_col, b_col_ptr, b_csc_row, b_csc_block;
+    DeviceArray<std::uint16_t> a_values, b_values;
+  };
+  std::optional<DeviceOperands> operands_;
+
   // A chunk of the output: tiles [first_tile, first_tile + tiles) of the panel.
   struct OutputChunk {
     std::int64_t first_tile, tiles;
@@ -457,9 +479,8 @@ class CudaBackend final : public Backend {
                          " MiB (raise --mem-budget, or use more ranks)");
   }
 
-  // The explicit budget, else 80% of the free memory shared among the ranks on this GPU.
-  std::int64_t memory_budget(const NumericOptions& options) const {
-    if (options.device_memory_budget > 0) return options.device_memory_budget;
+  // 80% of the device's free memory, shared among the ranks on this GPU.
+  std::int64_t free_memory_share() const {
     std::size_t free_bytes = 0, total_bytes = 0;
     BLOCKMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     return static_cast<std::int64_t>(static_cast<double>(free_bytes) * 0.8 / sharers_);
