@@ -27,3 +27,14 @@ make_case() {
   [ -f "$dir/$name.A.bin" ] || "$BLOCKMM_BUILD/blockmm-gen" "$dir/$name.A.bin" --n "$n" --m "$m" --k "$k" --max-value 1023 --seed 1 -q "${t[@]}"
   [ -f "$dir/$name.B.bin" ] || "$BLOCKMM_BUILD/blockmm-gen" "$dir/$name.B.bin" --n "$n" --m "$m" --k "$k" --max-value 1023 --seed 2 -q "${t[@]}"
 }
+
+# Cases whose B is not a blockmm-gen matrix, as "name n m kA shape" lines. bench/run writes A
+# with blockmm-gen (seed 1, as above) and B itself; make_case and gpu_session.sh don't use these.
+#   col0: B holds every block of block-column 0 (n/m blocks, values in [0, 1023]), so the
+#         product is SpMV-shaped with m right-hand sides (DESIGN.md §5, V1).
+BLOCKMM_SPECIAL_CASES="
+V1 32768 8 1000000 col0
+"
+BLOCKMM_SMALL_SPECIAL_CASES="
+V1s 32768 8 100000 col0
+"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU tests, sanitizers, benchmarks. Logs go to $OUT.
-#   bench/device/gpu_session.sh STAGE...   stages: build test sanitize bench:CASE[,CASE] verify:CASE[,CASE]
+#   bench/device/gpu_session.sh STAGE...   stages: build test sanitize bench:CASE[,CASE] verify:CASE[,CASE] suite
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -113,6 +113,22 @@ stage_anchor() {
   done
 }
 
+# suite — bench/run on the cases it picks (all of DESIGN.md §5 with a GPU; see bench/README.md), with
+# SUITE_ARGS added to its options. It starts no new run SUITE_END seconds after this script began
+# (default 540, so a build before it leaves it less), logs to $OUT/logs/bench_run.log, and its
+# results (bench/RESULTS.md and bench/results/<machine>/) come back as $OUT/bench-results.tgz.
+stage_suite() {
+  note "bench/run suite $(date +%T)"
+  local left=$(( ${SUITE_END:-540} - SECONDS ))
+  # shellcheck disable=SC2086  # SUITE_ARGS holds several words on purpose
+  bench/run --build "$BLOCKMM_BUILD" --deadline "$left" --log "$OUT/bench_run.log" \
+    --archive "$final_out/bench-results.tgz" ${SUITE_ARGS:-} > "$OUT/bench_run.out" 2>&1
+  local rc=$?
+  grep -E '^\[ *[0-9.]+s\]   |!! ' "$OUT/bench_run.out" | tail -60 | tee -a "$summary"
+  echo "  bench/run exit $rc" | tee -a "$summary"
+  return $rc
+}
+
 stage_verify() {
   for name in ${1//,/ }; do
     note "verify $name against a dense float64 cuBLAS product $(date +%T)"
@@ -127,6 +143,7 @@ for stage in "$@"; do
     sanitize) stage_sanitize ;;
     bench:*) stage_bench "${stage#bench:}" ;;
     verify:*) stage_verify "${stage#verify:}" ;;
+    suite) stage_suite ;;
     anchor:*) stage_anchor "${stage#anchor:}" ;;
     cross:*) stage_cross "${stage#cross:}" ;;
     *) echo "unknown stage $stage" ;;

@@ -88,10 +88,17 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
     temporary_ = target;
     return;
   }
-  comm.run_phase([&] {
-    if (comm.is_root()) temporary_ = create_temporary(target);
-  });
-  comm.broadcast(temporary_, 0);
+  try {
+    comm.run_phase([&] {
+      if (!comm.is_root()) return;
+      temporary_ = create_temporary(target);
+      arm_cleanup(temporary_);  // at once: a signal during the collectives below must not leave it
+    });
+    comm.broadcast(temporary_, 0);
+  } catch (...) {
+    abandon();  // no destructor runs for a constructor that throws
+    throw;
+  }
   arm_cleanup(temporary_);
 }
 

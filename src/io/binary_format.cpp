@@ -62,11 +62,14 @@ void check_header(const BinaryFileInfo& f) {
 
 BinaryFileInfo read_header(const std::string& path) {
   Fd file;
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait forever for a writer.
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (file.fd < 0) throw InputError(path + ": cannot open: " + errno_text());
   struct stat st {};
   if (::fstat(file.fd, &st) != 0) throw InputError(path + ": cannot stat: " + errno_text());
   if (S_ISDIR(st.st_mode)) throw InputError(path + ": is a directory");
+  if (!S_ISREG(st.st_mode))
+    throw InputError(path + ": is not a regular file (a pipe or device cannot be read at record offsets)");
   BinaryFileInfo info;
   info.path = path;
   info.file_bytes = static_cast<std::int64_t>(st.st_size);

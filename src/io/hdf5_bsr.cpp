@@ -60,6 +60,7 @@ struct BsrReader::Impl {
   std::vector<hsize_t> dims_of(hid_t dataset, const char* name) const;
   void check_integer_type(hid_t dataset, const char* name, const char* wanted) const;
   ValueWidth check_value_type(BsrValues accepted) const;
+  void check_stored(hid_t dataset, const char* name, std::int64_t file_bytes) const;
   void read_indptr(Handle& dataset);
   [[noreturn]] void bad_index(std::int64_t block, std::int64_t j, std::int64_t row, std::int64_t previous) const;
   void read_hyperslab(hid_t dataset, const char* name, hid_t memory_type, const std::vector<hsize_t>& start,
@@ -193,6 +194,33 @@ void BsrReader::Impl::read_hyperslab(hid_t dataset, const char* name, hid_t memo
     fail_hdf5(std::string("cannot read /") + name + " from entry " + std::to_string(start[0]));
 }
 
+// Nothing is allocated from the attributes and shapes before they are checked against what the
+// file holds (DESIGN.md §1): a dataset that was never written reads as fill values, so a file of
+// a few hundred bytes could otherwise declare (and have blockmm allocate) billions of entries.
+// An uncompressed dataset must have all of its bytes stored in the file; a compressed one may
+// expand at most kMaxExpansion times (deflate tops out near 1032).
+void BsrReader::Impl::check_stored(hid_t dataset, const char* name, std::int64_t file_bytes) const {
+  constexpr double kMaxExpansion = 4096;
+  Handle type(H5Dget_type(dataset), H5Tclose);
+  Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  if (!type.valid() || !plist.valid()) fail_hdf5(std::string("cannot read the storage of /") + name);
+  const int filters = H5Pget_nfilters(plist.get());
+  if (filters < 0) fail_hdf5(std::string("cannot read the storage of /") + name);
+  double declared = static_cast<double>(H5Tget_size(type.get()));  // in double: the product may pass 2^64
+  for (hsize_t d : dims_of(dataset, name)) declared *= static_cast<double>(d);
+  if (declared == 0) return;
+  const double stored = static_cast<double>(H5Dget_storage_size(dataset));
+  const auto bytes = [](double b) { return std::to_string(static_cast<unsigned long long>(b)); };
+  if (filters == 0 && (stored < declared || declared > static_cast<double>(file_bytes)))
+    fail(std::string("/") + name + " declares " + bytes(declared) + " bytes but the file (" +
+         std::to_string(file_bytes) + " bytes) stores " + bytes(stored) +
+         " of them: truncated, never written, or stored outside the file");
+  if (filters > 0 && (stored > static_cast<double>(file_bytes) || declared > kMaxExpansion * stored))
+    fail(std::string("/") + name + " declares " + bytes(declared) + " bytes from " + bytes(stored) +
+         " bytes of compressed storage in the file (" + std::to_string(file_bytes) +
+         " bytes): incomplete, or more than " + bytes(kMaxExpansion) + " times expanded");
+}
+
 void BsrReader::Impl::read_indptr(Handle& dataset) {
   const std::int64_t p = header.block_rows();
   indptr.resize(static_cast<std::size_t>(p + 1));
@@ -266,6 +294,11 @@ void BsrReader::Impl::open(BsrValues accepted) {
   if (data_dims != data_wanted)
     fail("/data has shape " + shape_text(data_dims) + "; it must be (nnzb, m, m) = " + shape_text(data_wanted));
 
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail("cannot stat");
+  check_stored(indptr_set.get(), "indptr", static_cast<std::int64_t>(st.st_size));
+  check_stored(indices.get(), "indices", static_cast<std::int64_t>(st.st_size));
+  check_stored(data.get(), "data", static_cast<std::int64_t>(st.st_size));
   read_indptr(indptr_set);
 }
 

@@ -32,7 +32,7 @@ class BinaryInputFile final : public InputFile {
 
 bool has_hdf5_signature(const std::string& path) {
   static const unsigned char signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
   if (fd < 0) return false;
   unsigned char head[8] = {};
   const ssize_t got = ::pread(fd, head, sizeof head, 0);
