@@ -106,6 +106,38 @@ stage_cross() {
   done
 }
 
+# ranks:CASE[,CASE] — 1..G ranks, one per GPU (G = visible GPUs): scaling, balance, exchange.
+stage_ranks() {
+  local gpus; gpus=$(nvidia-smi -L | wc -l)
+  for name in ${1//,/ }; do
+    line=$(echo "$BLOCKMM_CASES" | awk -v n="$name" '$1 == n')
+    set -- $line
+    make_case "$data" "$1" "$2" "$3" "$4" 16
+    local a=$data/$name.A.bin b=$data/$name.B.bin
+    cat "$a" "$b" > /dev/null
+    note "ranks $name on $gpus GPU(s) $(date +%T)"
+    local ranks=1
+    while [ $ranks -le "$gpus" ]; do
+      rm -f "$data/$name.r$ranks.bin"
+      mpirun -np $ranks --bind-to none -x OMP_NUM_THREADS=$((16 * gpus / ranks > 64 ? 64 : 16 * gpus / ranks)) \
+        "$BLOCKMM_BUILD/blockmm" --backend cuda -q --stats=json "$a" "$b" "$data/$name.r$ranks.bin" \
+        > "$OUT/$name.ranks$ranks.json" 2> "$OUT/$name.ranks$ranks.err" || echo "  failed: $(tail -3 "$OUT/$name.ranks$ranks.err")"
+      [ $ranks -gt 1 ] && { cmp "$data/$name.r1.bin" "$data/$name.r$ranks.bin" && echo "  $ranks ranks: identical bytes to 1 rank"; } | tee -a "$summary"
+      python3 - "$OUT/$name.ranks$ranks.json" <<'PY' | tee -a "$summary"
+import json, sys
+s = json.load(open(sys.argv[1])); t = s["seconds"]
+print(f"  {s['ranks']} rank(s): total {t['total']:.3f}s read {t['read']:.3f} exchange {t['exchange']:.3f} build {t['build']:.3f} "
+      f"symbolic {t['symbolic']:.3f} numeric {t['numeric']:.3f} [kernels {t['numeric_compute']:.3f}] write {t['write']:.3f} "
+      f"commit {t['commit']:.3f}; imbalance {s['imbalance']:.3f}; exchanged "
+      f"{sum(r['bytes_exchanged'] for r in s['per_rank']) / 1e9:.2f} GB; work per rank {[r['work'] for r in s['per_rank']]}")
+PY
+      [ $ranks -gt 1 ] && rm -f "$data/$name.r$ranks.bin"
+      ranks=$((ranks * 2))
+    done
+    rm -f "$data/$name.r1.bin"
+  done
+}
+
 stage_anchor() {
   for name in ${1//,/ }; do
     note "cuSPARSE anchor $name $(date +%T)"
@@ -146,6 +178,7 @@ for stage in "$@"; do
     suite) stage_suite ;;
     anchor:*) stage_anchor "${stage#anchor:}" ;;
     cross:*) stage_cross "${stage#cross:}" ;;
+    ranks:*) stage_ranks "${stage#ranks:}" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

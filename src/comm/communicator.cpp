@@ -139,34 +139,38 @@ void Communicator::broadcast(std::string& text, int root) const {
   }
 }
 
-std::vector<std::vector<std::byte>> Communicator::exchange(const std::vector<std::vector<std::byte>>& send) const {
-  std::vector<std::vector<std::byte>> received(static_cast<std::size_t>(size_));
+LargeVector<std::byte> Communicator::exchange(const std::byte* send, const std::vector<std::int64_t>& send_bytes,
+                                              std::vector<std::int64_t>& recv_bytes) const {
+  recv_bytes.assign(static_cast<std::size_t>(size_), 0);
   if (!uses_mpi_) {
-    received[0] = send[0];
-    return received;
+    recv_bytes[0] = send_bytes[0];
+    return LargeVector<std::byte>(send, send + send_bytes[0]);
   }
-  std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(size_));
-  std::vector<std::int64_t> recv_bytes(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) send_bytes[r] = static_cast<std::int64_t>(send[r].size());
   BLOCKMM_MPI_CHECK(MPI_Alltoall(send_bytes.data(), 1, MPI_INT64_T, recv_bytes.data(), 1, MPI_INT64_T, MPI_COMM_WORLD));
-
-  // Point-to-point pieces, all posted at once: any size, no int overflow in counts.
+  std::vector<std::int64_t> send_at(static_cast<std::size_t>(size_) + 1, 0), recv_at(static_cast<std::size_t>(size_) + 1, 0);
+  for (int r = 0; r < size_; ++r) {
+    send_at[r + 1] = send_at[r] + send_bytes[r];
+    recv_at[r + 1] = recv_at[r] + recv_bytes[r];
+  }
+  LargeVector<std::byte> received(static_cast<std::size_t>(recv_at[size_]));
+  // What stays here is copied; the rest travels point to point in pieces, all posted at once.
+  if (send_bytes[rank_] > 0) std::memcpy(received.data() + recv_at[rank_], send + send_at[rank_], send_bytes[rank_]);
   std::vector<MPI_Request> requests;
   for (int r = 0; r < size_; ++r) {
-    received[r].resize(static_cast<std::size_t>(recv_bytes[r]));
+    if (r == rank_) continue;
     for (std::int64_t first = 0; first < recv_bytes[r]; first += kPieceBytes) {
       requests.emplace_back();
       const int count = static_cast<int>(std::min(kPieceBytes, recv_bytes[r] - first));
-      BLOCKMM_MPI_CHECK(MPI_Irecv(received[r].data() + first, count, MPI_BYTE, r, static_cast<int>(first / kPieceBytes),
-                                  MPI_COMM_WORLD, &requests.back()));
+      BLOCKMM_MPI_CHECK(MPI_Irecv(received.data() + recv_at[r] + first, count, MPI_BYTE, r,
+                                  static_cast<int>(first / kPieceBytes), MPI_COMM_WORLD, &requests.back()));
     }
   }
-  for (int step = 0; step < size_; ++step) {
+  for (int step = 1; step < size_; ++step) {
     const int r = (rank_ + step) % size_;  // stagger destinations to spread the load
     for (std::int64_t first = 0; first < send_bytes[r]; first += kPieceBytes) {
       requests.emplace_back();
       const int count = static_cast<int>(std::min(kPieceBytes, send_bytes[r] - first));
-      BLOCKMM_MPI_CHECK(MPI_Isend(send[r].data() + first, count, MPI_BYTE, r, static_cast<int>(first / kPieceBytes),
+      BLOCKMM_MPI_CHECK(MPI_Isend(send + send_at[r] + first, count, MPI_BYTE, r, static_cast<int>(first / kPieceBytes),
                                   MPI_COMM_WORLD, &requests.back()));
     }
   }

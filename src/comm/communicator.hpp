@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/large_buffer.hpp"
+
 namespace blockmm::comm {
 
 enum class MpiMode { automatic, on, off };
@@ -45,9 +47,11 @@ class Communicator {
   std::vector<double> gather_all(double value) const;
   void broadcast(std::string& text, int root) const;
 
-  // Personalised all-to-all of bytes: send[dest] goes to rank dest. Any message size (sent in
-  // pieces that keep MPI's int counts in range).
-  std::vector<std::vector<std::byte>> exchange(const std::vector<std::vector<std::byte>>& send) const;
+  // Personalised all-to-all of bytes. `send` holds the bytes for rank 0, then rank 1, ...
+  // (send_bytes[r] each); the result holds what ranks 0, 1, ... sent here, and recv_bytes
+  // their sizes. Any message size (sent in pieces that keep MPI's int counts in range).
+  LargeVector<std::byte> exchange(const std::byte* send, const std::vector<std::int64_t>& send_bytes,
+                                  std::vector<std::int64_t>& recv_bytes) const;
 
   // Phase boundary: every rank passes the error it met (or null). If any rank failed, every
   // rank throws the same blockmm::Error: the code and message of the lowest failing rank.

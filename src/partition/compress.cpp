@@ -196,21 +196,4 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   return matrix;
 }
 
-std::vector<std::byte> pack_rows(const BlockMatrix& matrix, const std::vector<std::int32_t>& rows) {
-  const std::int64_t mm = matrix.shape.block_values();
-  const std::int64_t stride = record_bytes<std::uint16_t>(matrix.shape.m);
-  std::int64_t blocks = 0;
-  for (std::int32_t i : rows) blocks += matrix.row_ptr[i - matrix.row_begin + 1] - matrix.row_ptr[i - matrix.row_begin];
-  std::vector<std::byte> out(static_cast<std::size_t>(blocks * stride));
-  std::byte* rec = out.data();
-  for (std::int32_t i : rows) {
-    const std::int32_t r = i - matrix.row_begin;
-    for (std::int64_t b = matrix.row_ptr[r]; b < matrix.row_ptr[r + 1]; ++b, rec += stride) {
-      set_record_index(rec, i, matrix.col[b]);
-      std::memcpy(rec + 8, matrix.block_values(b), static_cast<std::size_t>(mm) * 2);
-    }
-  }
-  return out;
-}
-
 }  // namespace blockmm::partition

@@ -24,7 +24,4 @@ using DuplicateMessage = std::function<std::string(std::int32_t i, std::int32_t 
 BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
                                OperandRole role, const DuplicateMessage& duplicate_message);
 
-// The blocks of the given rows of `matrix`, as records (for sending to other ranks).
-std::vector<std::byte> pack_rows(const BlockMatrix& matrix, const std::vector<std::int32_t>& rows);
-
 }  // namespace blockmm::partition
