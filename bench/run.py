@@ -1,0 +1,1290 @@
+#!/usr/bin/env python3
+"""The benchmark suite of blockmm (started through bench/run; bench/README.md describes it).
+
+For each case of bench/cases.sh it generates the inputs once, runs every available backend at
+every rank count (--stats=json, medians of --repeat runs, process wall time and peak RSS), checks
+that every output is byte-identical to the first one, measures the I/O floor (read both inputs
+from the page cache; write and fsync a file of the output's size) and runs the anchors the
+machine has (scipy BSR end to end, cuSPARSE SpGEMM). It writes bench/results/<machine>/
+results.csv (one row per case x backend x ranks), runs.csv (one row per run), machine.json and
+PNG plots, and replaces this machine's section of bench/RESULTS.md.
+
+Exit status: 0 all good; 1 an output differed (from the first output of its case, or from the
+scipy anchor); 3 a blockmm run failed or timed out; 2 usage error or nothing to run.
+Standard library only; matplotlib (Agg) for the plots, skipped with a warning when missing.
+"""
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+PHASES = ["read", "exchange", "build", "setup", "symbolic", "numeric", "numeric_compute", "write", "commit", "total"]
+# These add up to "total" (numeric_compute and write are parts of numeric).
+STACKED = ["read", "exchange", "build", "setup", "symbolic", "numeric", "commit"]
+
+COLUMNS = (
+    ["case", "n", "m", "k_a", "k_b", "density", "backend", "ranks", "threads_per_rank", "device", "status",
+     "repeats", "identical"]
+    + [p + "_s" for p in PHASES]
+    + ["wall_s", "wall_min_s", "wall_max_s", "launch_s", "rss_mb", "imbalance", "block_products", "useful_macs",
+       "c_blocks", "output_bytes", "gmacs_numeric", "gmacs_compute", "gmacs_e2e",
+       "floor_read_s", "floor_write_s", "floor_s", "wall_over_floor", "total_over_floor",
+       "scipy_s", "scipy_multiply_s", "scipy_wall_s", "scipy_check", "cusparse_status", "cusparse_spgemm_s",
+       "cusparse_wall_s", "machine", "commit", "date"])
+RUN_COLUMNS = (["case", "backend", "ranks", "repeat", "rc", "identical", "wall_s", "rss_mb"]
+               + [p + "_s" for p in PHASES] + ["useful_macs", "output_bytes"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress, subprocesses
+
+
+class Progress:
+    def __init__(self, log_path=None):
+        self.t0 = time.perf_counter()
+        self.log = open(log_path, "a", buffering=1) if log_path else None
+
+    def elapsed(self):
+        return time.perf_counter() - self.t0
+
+    def __call__(self, message):
+        line = "[%7.1fs] %s" % (self.elapsed(), message)
+        print(line, file=sys.stderr, flush=True)
+        if self.log:
+            self.log.write(line + "\n")
+
+    def loud(self, message):
+        bar = "!" * 78
+        for line in (bar, "!! " + message, bar):
+            self(line)
+
+
+class Result:
+    def __init__(self, rc, wall, rss_kb, timed_out, stdout, stderr):
+        self.rc, self.wall, self.rss_kb, self.timed_out = rc, wall, rss_kb, timed_out
+        self.stdout, self.stderr = stdout, stderr
+
+    def tail(self, lines=6):
+        text = [l.strip() for l in (self.stderr.strip() or self.stdout.strip()).splitlines()]
+        text = [l for l in text if l.strip("-= ")]  # mpirun's rules
+        return " | ".join(text[-lines:])
+
+
+def run_cmd(cmd, timeout=None, env=None, scratch=None, cwd=None):
+    """Runs cmd in its own process group; returns its exit code, wall time, peak RSS (of the
+    largest process of the tree, from wait4, as /usr/bin/time's %M) and its output."""
+    scratch = scratch or "/tmp"
+    out_path = os.path.join(scratch, ".bench-run.%d.stdout" % os.getpid())
+    err_path = os.path.join(scratch, ".bench-run.%d.stderr" % os.getpid())
+    timed_out = [False]
+    with open(out_path, "wb") as so, open(err_path, "wb") as se:
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                                    start_new_session=True)
+        except OSError as e:
+            return Result(127, 0.0, 0, False, "", str(e))
+
+        def kill():
+            timed_out[0] = True
+            for sig, pause in ((signal.SIGTERM, 5), (signal.SIGKILL, 0)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except OSError:
+                    return
+                time.sleep(pause)
+
+        timer = threading.Timer(timeout, kill) if timeout else None
+        if timer:
+            timer.daemon = True
+            timer.start()
+        try:
+            while True:
+                try:
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+        except KeyboardInterrupt:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            raise
+        wall = time.perf_counter() - t0
+        if timer:
+            timer.cancel()
+    rc = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else (status >> 8)
+    proc.returncode = rc
+    if timed_out[0]:
+        rc = 124
+    with open(out_path, "rb") as f:
+        stdout = f.read(1 << 20).decode(errors="replace")
+    with open(err_path, "rb") as f:
+        stderr = f.read(1 << 20).decode(errors="replace")
+    for p in (out_path, err_path):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    return Result(rc, wall, usage.ru_maxrss, timed_out[0], stdout, stderr)
+
+
+def quiet(cmd, timeout=30):
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, cwd=ROOT)
+        return r.returncode, r.stdout.decode(errors="replace").strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return 127, str(e)
+
+
+def rm(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases
+
+
+class Case:
+    def __init__(self, name, n, m, k, group, shape="gen"):
+        self.name, self.n, self.m, self.k, self.group, self.shape = name, n, m, k, group, shape
+        self.p = n // m
+        self.k_b = self.p if shape == "col0" else k
+
+    @property
+    def small(self):
+        return self.name.startswith("S")
+
+    def density(self):
+        return self.k / float(self.p) ** 2
+
+    def estimate(self):
+        """(block products, output bytes) expected for uniform random inputs."""
+        p, m = float(self.p), self.m
+        products = self.k * self.k_b / p
+        if self.shape == "col0":
+            c_blocks = p * (1 - math.exp(-self.k / p))
+        else:
+            c_blocks = p * p * (1 - math.exp(-products / (p * p)))
+        return products, 12 + c_blocks * (8 + 4 * m * m)
+
+    def estimated_macs(self):
+        return self.estimate()[0] * self.m ** 3
+
+
+def load_cases():
+    script = ('source bench/cases.sh; for v in BLOCKMM_CASES BLOCKMM_SMALL_CASES BLOCKMM_SPECIAL_CASES '
+              'BLOCKMM_SMALL_SPECIAL_CASES; do echo "@$v"; printf "%s\\n" "${!v-}"; done')
+    out = subprocess.run(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout.decode()
+    sets = {"full": [], "small": []}
+    var = None
+    for line in out.splitlines():
+        if line.startswith("@"):
+            var = line[1:]
+            continue
+        f = line.split()
+        if not f or f[0].startswith("#"):
+            continue
+        group = "small" if "SMALL" in var else "full"
+        shape = f[4] if "SPECIAL" in var and len(f) > 4 else "gen"
+        sets[group].append(Case(f[0], int(f[1]), int(f[2]), int(f[3]), group, shape))
+    return sets
+
+
+def select_cases(spec, sets):
+    by_name = {}
+    for group in ("small", "full"):
+        for c in sets[group]:
+            by_name.setdefault(c.name, c)
+    chosen = []
+    for token in [t.strip() for t in spec.split(",") if t.strip()]:
+        if token in sets:
+            chosen += sets[token]
+        elif token in by_name:
+            chosen.append(by_name[token])
+        else:
+            raise SystemExit("bench/run: unknown case %r (known: small, full, %s)" % (token, ", ".join(by_name)))
+    seen, unique = set(), []
+    for c in chosen:
+        if c.name not in seen:
+            seen.add(c.name)
+            unique.append(c)
+    return unique
+
+
+def splitmix64(seed):
+    x = seed & 0xFFFFFFFFFFFFFFFF
+    while True:
+        x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = x
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        yield z ^ (z >> 31)
+
+
+def write_col0(path, n, m, seed):
+    """B with every block of block-column 0, values uniform in [0, 1023] (splitmix64, `seed`)."""
+    rnd = splitmix64(seed)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<3i", n, m, n // m))
+        for i in range(n // m):
+            f.write(struct.pack("<2i", i, 0))
+            f.write(struct.pack("<%dH" % (m * m), *[next(rnd) % 1024 for _ in range(m * m)]))
+    os.replace(tmp, path)
+
+
+def ensure_inputs(case, data, build, progress, gen_threads):
+    a, b = case_paths(case, data)
+    todo = [(a, 1)] + ([(b, 2)] if case.shape == "gen" else [])
+    for path, seed in todo:
+        if os.path.exists(path):
+            continue
+        progress("%s: generating %s (n=%d m=%d k=%d, values 0..1023, seed %d)" %
+                 (case.name, os.path.basename(path), case.n, case.m, case.k, seed))
+        cmd = [os.path.join(build, "blockmm-gen"), path, "--n", str(case.n), "--m", str(case.m), "--k", str(case.k),
+               "--max-value", "1023", "--seed", str(seed), "-q"]
+        if gen_threads:
+            cmd += ["--threads", str(gen_threads)]
+        r = run_cmd(cmd, scratch=data)
+        if r.rc != 0:
+            raise RuntimeError("blockmm-gen failed for %s: %s" % (path, r.tail()))
+    if case.shape == "col0" and not os.path.exists(b):
+        progress("%s: writing %s (block-column 0 only, %d blocks)" % (case.name, os.path.basename(b), case.p))
+        write_col0(b, case.n, case.m, 2)
+    return a, b
+
+
+def case_paths(case, data):
+    return os.path.join(data, case.name + ".A.bin"), os.path.join(data, case.name + ".B.bin")
+
+
+# ---------------------------------------------------------------------------------------------
+# Machine
+
+
+def machine_info(build, gpu_lines, args):
+    info = {"hostname": platform.node(), "kernel": platform.release(), "python": platform.python_version()}
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info["cpu"] = cpu
+    info["cores"] = os.cpu_count()
+    try:
+        info["cores_usable"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        info["cores_usable"] = os.cpu_count()
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
+        info["memory_gib"] = round(kb / 2 ** 20, 1)
+    except (OSError, AttributeError):
+        info["memory_gib"] = None
+    info["gpu"] = gpu_lines
+    rc, version = quiet([os.path.join(build, "blockmm"), "--version"])
+    info["blockmm"] = version if rc == 0 else "?"
+    build_type = "?"
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            m = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", f.read(), re.M)
+            build_type = m.group(1) if m else "?"
+    except OSError:
+        pass
+    info["build"] = "%s (%s)" % (os.path.relpath(build, ROOT) if build.startswith(ROOT) else build, build_type)
+    info["build_type"] = build_type
+    commit = args.commit or os.environ.get("BLOCKMM_COMMIT", "")
+    if not commit:
+        rc, out = quiet(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+        if rc == 0:
+            commit = out
+            rc, dirty = quiet(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
+            if rc == 0 and dirty:
+                commit += "+local changes"
+        else:
+            commit = "unknown"
+    info["commit"] = commit
+    info["load_start"] = loadavg()
+    info["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rc, mpi = quiet(["mpirun", "--version"])
+    info["mpi"] = mpi.splitlines()[0] if rc == 0 and mpi else "none"
+    return info
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def gpu_query():
+    if not shutil.which("nvidia-smi"):
+        return False, []
+    rc, out = quiet(["nvidia-smi", "-L"])
+    if rc != 0 or "GPU" not in out:
+        return False, []
+    rc, q = quiet(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"])
+    return True, [l.strip() for l in (q if rc == 0 else out).splitlines() if l.strip()]
+
+
+def default_machine_name(gpu_lines):
+    if gpu_lines:
+        name = gpu_lines[0].split(",")[0]
+    else:
+        name = platform.node() or "machine"
+    name = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return name or "machine"
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(v, digits=3):
+    if v is None or v == "":
+        return ""
+    if isinstance(v, float):
+        return "%.*f" % (digits, v)
+    return str(v)
+
+
+def sig(v, digits=4):
+    return "" if v is None else "%.*g" % (digits, v)
+
+
+def blockmm_cmd(build, backend, ranks, a, b, out, stats_file, mpirun):
+    cmd = [os.path.join(build, "blockmm"), "--backend", backend, "--stats=json", "-q", "--stats-file", stats_file,
+           a, b, out]
+    if ranks > 1:
+        # Open MPI binds each of 2 ranks to one core by default, which would starve their threads.
+        cmd = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] + cmd
+    return cmd
+
+
+def same_bytes(x, y):
+    r = subprocess.run(["cmp", "-s", x, y])
+    return r.returncode == 0
+
+
+class Bench:
+    def __init__(self, args, progress):
+        self.args, self.progress = args, progress
+        self.env = dict(os.environ)
+        if not args.keep_omp_num_threads:
+            self.env.pop("OMP_NUM_THREADS", None)  # blockmm's default: the node's cores over its ranks
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            self.env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        self.mpirun = shutil.which("mpirun") or shutil.which("mpiexec")
+        self.mismatches, self.failures, self.notes = [], [], []
+        self.run_rows = []
+
+    # time left before the deadline (None: no deadline)
+    def left(self):
+        if not self.args.deadline:
+            return None
+        return self.args.deadline - self.progress.elapsed()
+
+    def past_deadline(self):
+        left = self.left()
+        return left is not None and left <= 0
+
+    def timeout(self, own):
+        left = self.left()
+        return own if left is None else max(10.0, min(own, left + 30.0))
+
+    def detect_cuda(self, have_gpu):
+        if not have_gpu:
+            return False, "no GPU (nvidia-smi -L)"
+        case = Case("tiny", 256, 4, 600, "small")
+        a, b = ensure_inputs(case, self.args.data, self.args.build, self.progress, self.args.gen_threads)
+        out = os.path.join(self.args.data, "tiny.C.bin")
+        r = run_cmd([os.path.join(self.args.build, "blockmm"), "--backend", "cuda", "-q", "--stats=off", a, b, out],
+                    timeout=180, env=self.env, scratch=self.args.data)
+        rm(out)
+        if r.rc != 0:
+            return False, "blockmm --backend cuda failed (exit %d): %s" % (r.rc, r.tail(2))
+        return True, "ok"
+
+    def run_case(self, case, configs, skip_reasons):
+        args, progress = self.args, self.progress
+        data = args.data
+        reps = args.repeat if case.small else args.repeat_large
+        rows = []
+        a, b = ensure_inputs(case, data, args.build, progress, args.gen_threads)
+        subprocess.run(["cat", a, b], stdout=subprocess.DEVNULL)  # page cache, as the floor assumes
+        in_bytes = os.path.getsize(a) + os.path.getsize(b)
+        progress("%s: n=%d m=%d k=%d/%d (density %.3g), inputs %.1f MB, %d repeat(s)" %
+                 (case.name, case.n, case.m, case.k, case.k_b, case.density(), in_bytes / 1e6, reps))
+        ref = os.path.join(data, case.name + ".ref.C.bin")
+        tmp_out = os.path.join(data, case.name + ".run.C.bin")
+        stats_file = os.path.join(data, case.name + ".stats.json")
+        rm(ref)
+        have_ref, ref_label, kept_mismatch = False, "", False
+        known_macs = known_out = None
+        for backend, ranks in configs:
+            row = self.base_row(case, backend, ranks)
+            rows.append(row)
+            reason = skip_reasons(backend, ranks)
+            if reason is None and backend == "cpu" and args.cpu_limit_gmac:
+                macs = known_macs if known_macs is not None else case.estimated_macs()
+                if macs > args.cpu_limit_gmac * 1e9:
+                    reason = "skipped: %.0f GMAC > --cpu-max-gmac %g" % (macs / 1e9, args.cpu_limit_gmac)
+            if reason is None and self.past_deadline():
+                reason = "skipped: deadline"
+            if reason:
+                row["status"] = reason
+                progress("%s %s x%d: %s" % (case.name, backend, ranks, reason))
+                continue
+            samples, identical = [], []
+            for rep in range(1, reps + 1):
+                if rep > 1 and self.past_deadline():
+                    progress("%s %s x%d: deadline reached after %d repeat(s)" % (case.name, backend, ranks, rep - 1))
+                    break
+                out = tmp_out if have_ref else ref
+                rm(out)
+                rm(stats_file)
+                os.sync()  # no write-back left over from the last step runs into this one
+                r = run_cmd(blockmm_cmd(args.build, backend, ranks, a, b, out, stats_file, self.mpirun),
+                            timeout=self.timeout(args.run_timeout), env=self.env, scratch=data)
+                stats = None
+                if r.rc == 0:
+                    try:
+                        with open(stats_file) as f:
+                            stats = json.load(f)
+                    except (OSError, ValueError) as e:
+                        r.rc, r.stderr = 1, "no stats file: %s" % e
+                run_row = {"case": case.name, "backend": backend, "ranks": ranks, "repeat": rep, "rc": r.rc,
+                           "wall_s": fmt(r.wall, 4), "rss_mb": fmt(r.rss_kb / 1024.0, 1)}
+                self.run_rows.append(run_row)
+                if r.rc != 0:
+                    what = "timed out" if r.timed_out else "exit %d" % r.rc
+                    msg = "%s %s x%d repeat %d FAILED (%s): %s" % (case.name, backend, ranks, rep, what, r.tail())
+                    self.failures.append(msg)
+                    progress.loud(msg)
+                    row["status"] = "failed (%s)" % what
+                    rm(out)
+                    break
+                sec = stats["seconds"]
+                for p in PHASES:
+                    run_row[p + "_s"] = fmt(sec.get(p), 4)
+                run_row["useful_macs"] = stats.get("useful_macs")
+                run_row["output_bytes"] = stats.get("output_bytes")
+                known_macs = stats.get("useful_macs", known_macs)
+                known_out = stats.get("output_bytes") or os.path.getsize(out)
+                # Byte-identical to the first output of the case (all of them when small enough).
+                if not have_ref:
+                    have_ref, same, ref_label = True, "ref", "%s x%d" % (backend, ranks)
+                elif args.check == "all" or rep == 1 or (args.check == "auto" and known_out < 1e9):
+                    same = "yes" if same_bytes(ref, out) else "NO"
+                else:
+                    same = "unchecked"
+                run_row["identical"] = same
+                if same == "NO":
+                    keep = os.path.join(data, "%s.%s.%d.rep%d.MISMATCH.bin" % (case.name, backend, ranks, rep))
+                    os.replace(out, keep)
+                    rc, how = quiet([os.path.join(args.build, "blockmm-cmp"), ref, keep], timeout=600)
+                    how = how.splitlines()[0] if how else "exit %d" % rc
+                    how = how[len("blockmm-cmp: "):] if how.startswith("blockmm-cmp: ") else how
+                    msg = ("%s %s x%d repeat %d: output DIFFERS from the first output of the case (%s): %s" %
+                           (case.name, backend, ranks, rep, ref_label, how))
+                    if kept_mismatch:
+                        rm(keep)
+                    else:
+                        kept_mismatch = True
+                        msg += "; kept as " + keep
+                    self.mismatches.append(msg)
+                    progress.loud(msg)
+                elif out != ref:
+                    rm(out)
+                identical.append(same)
+                samples.append((r, stats))
+                progress("%s %s x%d rep %d/%d: wall %.3fs (total %.3f, numeric %.3f, read %.3f, commit %.3f), "
+                         "RSS %.0f MB, %s" % (case.name, backend, ranks, rep, reps, r.wall, sec["total"],
+                                              sec["numeric"], sec["read"], sec["commit"], r.rss_kb / 1024.0,
+                                              {"ref": "reference output", "yes": "identical bytes",
+                                               "NO": "MISMATCH", "unchecked": "not compared"}[same]))
+            if samples:
+                self.fill_row(row, samples, identical)
+        rm(tmp_out)
+        rm(stats_file)
+
+        floor = self.measure_floor(case, a, b, reps, known_out if known_out else None)
+        anchors = self.run_anchors(case, a, b, ref if have_ref else None, known_macs, known_out)
+        if not args.keep_outputs:
+            rm(ref)
+        for row in rows:
+            row.update(floor)
+            row.update(anchors)
+            if row.get("wall_s") not in (None, "") and floor.get("floor_s"):
+                row["wall_over_floor"] = fmt(float(row["wall_s"]) / float(floor["floor_s"]), 3)
+                row["total_over_floor"] = fmt(float(row["total_s"]) / float(floor["floor_s"]), 3)
+        return rows
+
+    def base_row(self, case, backend, ranks):
+        row = {c: "" for c in COLUMNS}
+        row.update(case=case.name, n=case.n, m=case.m, k_a=case.k, k_b=case.k_b, density="%.4g" % case.density(),
+                   backend=backend, ranks=ranks, machine=self.args.machine, commit=self.info["commit"],
+                   date=self.info["date"])
+        return row
+
+    def fill_row(self, row, samples, identical):
+        stats0 = samples[0][1]
+        med = {p: median([s["seconds"].get(p) for _, s in samples]) for p in PHASES}
+        walls = [r.wall for r, _ in samples]
+        wall = statistics.median(walls)
+        macs = stats0.get("useful_macs") or 0
+        row.update({p + "_s": fmt(med[p], 4) for p in PHASES})
+        row.update(
+            status="MISMATCH" if "NO" in identical else (row["status"] + " after %d run(s)" % len(samples)
+                                                         if row["status"] else "ok"),
+            repeats=len(samples),
+            identical="NO" if "NO" in identical else ("ref" if identical[0] == "ref" else
+                                                      ("yes" if "yes" in identical else "unchecked")),
+            threads_per_rank=stats0.get("threads_per_rank", ""), device=stats0.get("device", ""),
+            wall_s=fmt(wall, 4), wall_min_s=fmt(min(walls), 4), wall_max_s=fmt(max(walls), 4),
+            launch_s=fmt(max(0.0, wall - (med["total"] or 0)), 4),
+            rss_mb=fmt(max(r.rss_kb for r, _ in samples) / 1024.0, 1),
+            imbalance=fmt(median([s.get("imbalance") for _, s in samples]), 3),
+            block_products=stats0.get("block_products", ""), useful_macs=macs,
+            c_blocks=stats0.get("blocks", {}).get("c", ""), output_bytes=stats0.get("output_bytes", ""),
+            gmacs_numeric=sig(macs / med["numeric"] / 1e9 if med["numeric"] else None),
+            gmacs_compute=sig(macs / med["numeric_compute"] / 1e9 if med["numeric_compute"] else None),
+            gmacs_e2e=sig(macs / wall / 1e9 if wall else None))
+
+    def measure_floor(self, case, a, b, reps, out_bytes):
+        progress, data = self.progress, self.args.data
+        if self.past_deadline():
+            reps = 1  # still measured, once: the rows need it
+        reads, writes = [], []
+        os.sync()
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            subprocess.run(["cat", a, b], stdout=subprocess.DEVNULL)
+            reads.append(time.perf_counter() - t0)
+        if out_bytes:
+            target = os.path.join(data, "floor.bin")
+            for _ in range(reps):
+                rm(target)
+                os.sync()
+                cmd = ["dd", "if=/dev/zero", "of=" + target, "bs=64M", "count=%d" % out_bytes, "iflag=count_bytes",
+                       "conv=fsync", "status=none"]
+                t0 = time.perf_counter()
+                r = subprocess.run(cmd, stderr=subprocess.PIPE)
+                if r.returncode != 0:  # a dd without count_bytes: whole 64 MiB blocks
+                    rm(target)
+                    cmd = cmd[:4] + ["count=%d" % ((out_bytes + (64 << 20) - 1) // (64 << 20))] + cmd[6:]
+                    t0 = time.perf_counter()
+                    subprocess.run(cmd)
+                writes.append(time.perf_counter() - t0)
+            rm(target)
+        read_s, write_s = median(reads), median(writes)
+        floor = (read_s or 0) + (write_s or 0)
+        progress("%s: I/O floor: read inputs %.3fs (page cache) + write+fsync %.1f MB %s = %.3fs" %
+                 (case.name, read_s, (out_bytes or 0) / 1e6, "%.3fs" % write_s if write_s is not None else "(no output)",
+                  floor))
+        return {"floor_read_s": fmt(read_s, 4), "floor_write_s": fmt(write_s, 4),
+                "floor_s": fmt(floor, 4) if write_s is not None else ""}
+
+    def run_anchors(self, case, a, b, ref, macs, out_bytes):
+        args, progress, data = self.args, self.progress, self.args.data
+        res = {}
+        est_products, est_out = case.estimate()
+        macs = macs if macs is not None else est_products * case.m ** 3
+        out_bytes = out_bytes if out_bytes else est_out
+        # scipy BSR, end to end
+        if not self.scipy_python:
+            res["scipy_check"] = "" if args.scipy == "off" else "no scipy"
+        elif out_bytes > args.scipy_max_out_gb * 1e9:
+            res["scipy_check"] = "skipped (output %.1f GB)" % (out_bytes / 1e9)
+        elif macs > args.scipy_max_gmac * 1e9:
+            res["scipy_check"] = "skipped (%.0f GMAC)" % (macs / 1e9)
+        elif self.past_deadline():
+            res["scipy_check"] = "skipped (deadline)"
+        else:
+            reps = args.anchor_repeat or (args.repeat if case.small else args.repeat_large)
+            out = os.path.join(data, case.name + ".scipy.C.bin")
+            totals, mults, walls, check = [], [], [], ""
+            for rep in range(reps):
+                if rep and self.past_deadline():
+                    break
+                rm(out)
+                r = run_cmd([self.scipy_python, os.path.join(BENCH, "scipy_anchor.py"), a, b, out],
+                            timeout=self.timeout(args.anchor_timeout), scratch=data)
+                if r.rc != 0:
+                    check = "failed (%s)" % ("timeout" if r.timed_out else "exit %d" % r.rc)
+                    progress("%s: scipy anchor %s: %s" % (case.name, check, r.tail(2)))
+                    break
+                try:
+                    j = json.loads(r.stdout.strip().splitlines()[-1])
+                except (ValueError, IndexError):
+                    check = "failed (no JSON)"
+                    break
+                totals.append(j["total"])
+                mults.append(j["multiply"])
+                walls.append(r.wall)
+                if rep == 0:
+                    if ref is None:
+                        check = "no blockmm output"
+                    elif same_bytes(ref, out):
+                        check = "identical"
+                    else:
+                        rc, how = quiet([os.path.join(args.build, "blockmm-cmp"), "-q", ref, out], timeout=600)
+                        check = "equal matrices (bytes differ)" if rc == 0 else "DIFFERENT"
+                        if rc != 0:
+                            msg = "%s: blockmm's output DIFFERS from the scipy BSR anchor's product" % case.name
+                            self.mismatches.append(msg)
+                            progress.loud(msg)
+                progress("%s: scipy BSR anchor %d/%d: total %.3fs (multiply %.3fs), wall %.3fs; %s" %
+                         (case.name, rep + 1, reps, j["total"], j["multiply"], r.wall, check))
+            rm(out)
+            res.update(scipy_s=fmt(median(totals), 4), scipy_multiply_s=fmt(median(mults), 4),
+                       scipy_wall_s=fmt(median(walls), 4), scipy_check=check)
+        # cuSPARSE SpGEMM (kernel time, f64, element-level CSR)
+        if not self.cusparse:
+            res["cusparse_status"] = ""
+        elif macs > args.cusparse_max_gmac * 1e9:
+            res["cusparse_status"] = "skipped (%.0f GMAC)" % (macs / 1e9)
+        elif self.past_deadline():
+            res["cusparse_status"] = "skipped (deadline)"
+        else:
+            r = run_cmd([self.cusparse, a, b], timeout=self.timeout(args.anchor_timeout), scratch=data)
+            status, spgemm = None, None
+            try:
+                j = json.loads(r.stdout.strip().splitlines()[-1])
+                status, spgemm = j.get("status"), j.get("spgemm_seconds")
+                if status != "ok":
+                    status = "failed: %s" % (status + (" " + j["what"] if "what" in j else ""))
+            except (ValueError, IndexError):
+                pass
+            if status is None:
+                status = "failed (%s)" % ("timeout %ds" % args.anchor_timeout if r.timed_out else "exit %d" % r.rc)
+            elif r.rc != 0 and status == "ok":
+                status = "failed (exit %d)" % r.rc
+            res.update(cusparse_status=status, cusparse_spgemm_s=fmt(spgemm, 5) if status == "ok" else "",
+                       cusparse_wall_s=fmt(r.wall, 3))
+            progress("%s: cuSPARSE anchor: %s%s, process wall %.2fs" %
+                     (case.name, status, ", SpGEMM %.4fs" % spgemm if status == "ok" else "", r.wall))
+        return res
+
+
+# ---------------------------------------------------------------------------------------------
+# Results: CSV, plots, RESULTS.md
+
+
+def read_csv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write_csv(path, rows, columns):
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "") for c in columns})
+    os.replace(tmp, path)
+
+
+def num(row, key):
+    try:
+        v = row.get(key, "")
+        return float(v) if v not in ("", None) else None
+    except ValueError:
+        return None
+
+
+def label(row):
+    return "%s x%s" % (row["backend"], row["ranks"])
+
+
+def case_order(rows):
+    order = []
+    for r in rows:
+        if r["case"] not in order:
+            order.append(r["case"])
+    return order
+
+
+BACKEND_COLORS = {"cpu": "#1f77b4", "cuda": "#2ca02c", "auto": "#9467bd", "reference": "#8c564b"}
+PHASE_COLORS = {"read": "#4c72b0", "exchange": "#8172b2", "build": "#dd8452", "setup": "#937860",
+                "symbolic": "#da8bc3", "numeric": "#55a868", "commit": "#c44e52", "launch": "#bbbbbb"}
+
+
+def make_plots(rows, outdir, machine, progress):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        progress("matplotlib missing: no plots")
+        return []
+    ok = [r for r in rows if num(r, "wall_s") is not None]
+    made = []
+    if not ok:
+        return made
+    cases = case_order(ok)
+    dpi = 80
+
+    def save(fig, name):
+        path = os.path.join(outdir, name)
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
+        made.append(name)
+
+    # 1. phase breakdown per case (stacked bars, one panel per case, own scale)
+    ncol = min(4, len(cases))
+    nrow = (len(cases) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(max(8.0, 3.2 * ncol + 0.5), 2.9 * nrow + 1.1), squeeze=False)
+    for ax, case in zip(axes.flat, cases):
+        rs = [r for r in ok if r["case"] == case]
+        xs = range(len(rs))
+        bottom = [0.0] * len(rs)
+        for p in STACKED + ["launch"]:
+            vals = [num(r, p + "_s") or 0.0 for r in rs]
+            ax.bar(xs, vals, bottom=bottom, color=PHASE_COLORS[p], width=0.7, label=p)
+            bottom = [x + y for x, y in zip(bottom, vals)]
+        fl = num(rs[0], "floor_s")
+        if fl:
+            ax.axhline(fl, color="black", lw=1, ls="--", label="I/O floor")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([label(r) for r in rs], fontsize=8)
+        ax.set_title("%s (out %.0f MB)" % (case, (num(rs[0], "output_bytes") or 0) / 1e6), fontsize=9)
+        ax.tick_params(axis="y", labelsize=8)
+        ax.set_ylabel("seconds", fontsize=8)
+    for ax in list(axes.flat)[len(cases):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    fig.legend(uniq.values(), [l if l != "launch" else "launch/other (wall - total)" for l in uniq],
+               loc="lower center", ncol=min(5, len(uniq)), fontsize=8, frameon=False)
+    fig.suptitle("%s: phase medians (slowest rank), stacked; dashed: I/O floor" % machine, fontsize=10)
+    fig.tight_layout(rect=(0, 0.6 / (2.9 * nrow + 1.1), 1, 1 - 0.35 / (2.9 * nrow + 1.1)))
+    save(fig, "phases.png")
+
+    # 2. end-to-end wall time against the I/O floor (log scale)
+    configs = []
+    for r in ok:
+        if label(r) not in configs:
+            configs.append(label(r))
+    width = 0.8 / max(1, len(configs))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(cases) + 2), 4.2))
+    for ci, cfg in enumerate(configs):
+        xs, ys = [], []
+        for xi, case in enumerate(cases):
+            r = next((r for r in ok if r["case"] == case and label(r) == cfg), None)
+            if r:
+                xs.append(xi - 0.4 + width * (ci + 0.5))
+                ys.append(num(r, "wall_s"))
+        backend = cfg.split()[0]
+        alpha = 1.0 if cfg.endswith("x1") else 0.6
+        ax.bar(xs, ys, width=width * 0.95, color=BACKEND_COLORS.get(backend, "#7f7f7f"), alpha=alpha, label=cfg,
+               edgecolor="black", lw=0.3)
+    for xi, case in enumerate(cases):
+        r0 = next(r for r in ok if r["case"] == case)
+        fl = num(r0, "floor_s")
+        if fl:
+            ax.hlines(fl, xi - 0.45, xi + 0.45, colors="black", lw=2, label="I/O floor" if xi == 0 else None)
+            ax.hlines(1.25 * fl, xi - 0.45, xi + 0.45, colors="black", lw=1, linestyles=":",
+                      label="1.25 x floor" if xi == 0 else None)
+        sc = num(r0, "scipy_s")
+        if sc:
+            ax.plot([xi + 0.42], [sc], marker="*", color="#ff7f0e", ms=9, ls="none",
+                    label="scipy BSR (1 core)" if not any(l == "scipy BSR (1 core)"
+                                                            for l in ax.get_legend_handles_labels()[1]) else None)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels(cases)
+    ax.set_ylabel("end-to-end wall seconds (median)")
+    ax.set_title("%s: end-to-end wall time against the I/O floor\n(floor: read inputs from the page cache + write "
+                 "and fsync the output's bytes)" % machine, fontsize=9)
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    save(fig, "floor.png")
+
+    # 3. useful GMAC/s against density
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    markers = {1: "o", 2: "s", 3: "^", 4: "D"}
+    for cfg in configs:
+        rs = [r for r in ok if label(r) == cfg and num(r, "gmacs_numeric")]
+        if not rs:
+            continue
+        backend, ranks = rs[0]["backend"], int(rs[0]["ranks"])
+        color = BACKEND_COLORS.get(backend, "#7f7f7f")
+        mk = markers.get(ranks, "v")
+        ax.scatter([num(r, "density") for r in rs], [num(r, "gmacs_numeric") for r in rs], color=color, marker=mk,
+                   label=cfg + " numeric", zorder=3)
+        ax.scatter([num(r, "density") for r in rs], [num(r, "gmacs_e2e") for r in rs], facecolors="none",
+                   edgecolors=color, marker=mk, label=cfg + " end to end", zorder=3)
+    for case in cases:
+        r = max((r for r in ok if r["case"] == case), key=lambda r: num(r, "gmacs_numeric") or 0)
+        if num(r, "gmacs_numeric"):
+            ax.annotate(case, (num(r, "density"), num(r, "gmacs_numeric")), textcoords="offset points",
+                        xytext=(5, 4), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("density k / (n/m)^2 (of A)")
+    ax.set_ylabel("useful GMAC/s")
+    ax.set_title("%s: useful multiply-adds per second; filled: numeric phase, hollow: end to end" % machine,
+                 fontsize=9)
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    save(fig, "gmacs_density.png")
+
+    # 4. speed-up against ranks (per backend; wall solid, numeric phase dashed)
+    backends = [b for b in ("cpu", "cuda", "auto", "reference") if any(r["backend"] == b for r in ok)]
+    fig, axes = plt.subplots(1, max(1, len(backends)), figsize=(4.6 * max(1, len(backends)), 3.8), squeeze=False)
+    cmap = plt.get_cmap("tab10")
+    for ax, backend in zip(axes.flat, backends):
+        top = 1
+        for ci, case in enumerate(cases):
+            rs = sorted((r for r in ok if r["case"] == case and r["backend"] == backend), key=lambda r: int(r["ranks"]))
+            base = next((r for r in rs if r["ranks"] == "1"), None)
+            if not base or len(rs) < 2:
+                continue
+            xs = [int(r["ranks"]) for r in rs]
+            top = max(top, max(xs))
+            ax.plot(xs, [num(base, "wall_s") / num(r, "wall_s") for r in rs], marker="o", color=cmap(ci % 10),
+                    label=case)
+            if num(base, "numeric_s"):
+                ax.plot(xs, [num(base, "numeric_s") / max(1e-9, num(r, "numeric_s") or 1e-9) for r in rs], ls="--",
+                        marker=".", color=cmap(ci % 10))
+        ax.plot([1, top], [1, top], color="gray", lw=0.8, ls=":", label="ideal")
+        ax.set_xticks(sorted({int(r["ranks"]) for r in ok if r["backend"] == backend}))
+        ax.set_xlabel("ranks")
+        ax.set_ylabel("speed-up over 1 rank")
+        ax.set_title("%s: %s (solid: wall, dashed: numeric)" % (machine, backend), fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    save(fig, "speedup_ranks.png")
+    for name in made:
+        size = os.path.getsize(os.path.join(outdir, name))
+        if size > 200_000:
+            progress("warning: %s is %d KB (> 200 KB)" % (name, size // 1000))
+    return made
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def short(v, digits=3):
+    return fmt(v, digits) if isinstance(v, float) else ("" if v is None else str(v))
+
+
+def section_text(machine, info, rows, plots, notes):
+    d = info
+    gpu = "; ".join(d.get("gpu") or []) or "none"
+    lines = ["## %s" % machine, ""]
+    lines.append("- Machine: %s, %s cores (%s usable), %s GiB memory; GPU: %s; Linux %s; %s." %
+                 (d.get("cpu"), d.get("cores"), d.get("cores_usable"), d.get("memory_gib"), gpu, d.get("kernel"),
+                  d.get("mpi")))
+    lines.append("- Run: %s, commit `%s`, %s, build `%s`; load average %s at the start, %s at the end." %
+                 (d.get("date"), d.get("commit"), d.get("blockmm"), d.get("build"), d.get("load_start", "?"),
+                  d.get("load_end", "?")))
+    lines.append("- Command: `%s`" % d.get("command", ""))
+    lines.append("- Backends: %s; data in `%s`." % (d.get("backends_note", ""), d.get("data", "")))
+    if notes:
+        lines.append("")
+        lines += ["- **%s**" % n for n in notes]
+    ok = [r for r in rows if num(r, "wall_s") is not None]
+    lines += ["", "### End to end (medians)", ""]
+    t = []
+    for r in rows:
+        t.append([r["case"], r["n"], r["m"], r["k_a"] if r["k_a"] == r["k_b"] else "%s / %s" % (r["k_a"], r["k_b"]),
+                  r["density"], label(r), r["status"], r["identical"], r["repeats"], r["wall_s"], r["total_s"],
+                  r["numeric_s"], r["gmacs_numeric"], r["gmacs_e2e"], r["rss_mb"],
+                  fmt((num(r, "output_bytes") or 0) / 1e6, 1) if r["output_bytes"] else "", r["floor_s"],
+                  r["wall_over_floor"]])
+    lines.append(md_table(["case", "n", "m", "k", "density", "backend x ranks", "status", "identical", "runs",
+                           "wall s", "total s", "numeric s", "GMAC/s numeric", "GMAC/s e2e", "peak RSS MB",
+                           "output MB", "floor s", "wall / floor"], t))
+    lines += ["", "### Phases (medians, seconds, slowest rank)", ""]
+    t = []
+    for r in ok:
+        t.append([r["case"], label(r), r["threads_per_rank"]] +
+                 [r[p + "_s"] for p in ["read", "exchange", "build", "setup", "symbolic", "numeric",
+                                        "numeric_compute", "write", "commit", "total"]] +
+                 [r["launch_s"], r["wall_s"], r["imbalance"] if r["ranks"] != "1" else ""])
+    lines.append(md_table(["case", "config", "threads/rank", "read", "exchange", "build", "setup", "symbolic",
+                           "numeric", "(compute)", "(write)", "commit", "total", "launch", "wall", "imbalance"], t))
+    lines += ["", "### I/O floor and anchors", ""]
+    t = []
+    for case in case_order(rows):
+        rs = [r for r in rows if r["case"] == case]
+        r0 = rs[0]
+        good = [r for r in rs if num(r, "wall_s") is not None]
+        best = min(good, key=lambda r: num(r, "wall_s")) if good else None
+        t.append([case, r0["floor_read_s"], r0["floor_write_s"], r0["floor_s"],
+                  "%s (%s)" % (best["wall_s"], label(best)) if best else "",
+                  best["wall_over_floor"] if best else "",
+                  r0["scipy_s"], r0["scipy_multiply_s"], r0["scipy_check"], r0["cusparse_status"],
+                  r0["cusparse_spgemm_s"]])
+    lines.append(md_table(["case", "read inputs s", "write+fsync output s", "floor s", "best wall s",
+                           "best / floor", "scipy BSR s", "scipy multiply s", "scipy vs blockmm",
+                           "cuSPARSE", "cuSPARSE SpGEMM s"], t))
+    if plots:
+        lines += ["", "### Plots", ""]
+        titles = {"phases.png": "Phase breakdown", "floor.png": "End to end against the I/O floor",
+                  "gmacs_density.png": "Useful GMAC/s against density", "speedup_ranks.png": "Speed-up against ranks"}
+        for p in plots:
+            lines.append("![%s](results/%s/%s)" % (titles.get(p, p), machine, p))
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+PAGE_HEAD = """# blockmm benchmark results
+
+Written by `bench/run` (see `bench/README.md` for how to run it and what every column means).
+Each machine has its own section, replaced only by a run on that machine (`--machine NAME`); the
+data behind each section is in `bench/results/<machine>/` (`results.csv`, `runs.csv`,
+`machine.json`, plots). Times are medians of the repeated runs; `wall` is the whole process as
+started (mpirun included), `total` is blockmm's own clock (slowest rank). The I/O floor is reading
+both inputs from the page cache plus writing and fsyncing a file of the output's size.
+"""
+
+
+def update_page(page_path, machine, section):
+    begin, end = "<!-- BEGIN machine: %s -->" % machine, "<!-- END machine: %s -->" % machine
+    block = "%s\n%s%s" % (begin, section, end)
+    text = open(page_path).read() if os.path.exists(page_path) else PAGE_HEAD
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    tmp = page_path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, page_path)
+
+
+def report(args, progress, rows=None, info=None):
+    outdir = os.path.join(args.results, args.machine)
+    os.makedirs(outdir, exist_ok=True)
+    if rows is None:
+        rows = read_csv(os.path.join(outdir, "results.csv"))
+    if info is None:
+        try:
+            with open(os.path.join(outdir, "machine.json")) as f:
+                info = json.load(f)
+        except (OSError, ValueError):
+            info = {}
+    if not rows:
+        progress("no results for machine %s in %s" % (args.machine, outdir))
+        return
+    plots = make_plots(rows, outdir, args.machine, progress)
+    notes = info.get("notes", [])
+    update_page(args.page, args.machine, section_text(args.machine, info, rows, plots, notes))
+    progress("wrote %s, plots %s and the %s section of %s" %
+             (os.path.relpath(os.path.join(outdir, "results.csv"), ROOT), ", ".join(plots), args.machine,
+              os.path.relpath(args.page, ROOT) if args.page.startswith(ROOT) else args.page))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="bench/run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Benchmark blockmm: every backend and rank count on the DESIGN.md cases, the I/O floor, "
+                    "the scipy and cuSPARSE anchors; CSV, plots and bench/RESULTS.md.",
+        epilog="Examples:\n"
+               "  bench/run --quick                                   # smoke test: S cases, 1 run each\n"
+               "  bench/run --cases small --ranks 1,2 --repeat 3      # the CPU-only set\n"
+               "  bench/run --cases full --repeat 3 --repeat-large 2 --scipy-max-out-gb 0.5 --deadline 480\n"
+               "  bench/run --report-only --machine dev-vm            # plots and page from the CSV\n"
+               "Exit status: 0 ok; 1 an output differed; 3 a run failed; 2 usage.")
+    ap.add_argument("--cases", help="small | full | comma list of case names (default: full with a working "
+                                    "cuda backend, else small); see bench/cases.sh")
+    ap.add_argument("--data", default="/tmp/blockmm-bench", help="where inputs are generated and kept "
+                                                                 "(default %(default)s)")
+    ap.add_argument("--build", help="build directory with blockmm, blockmm-gen, blockmm-cmp, cusparse_anchor "
+                                    "(default: $BLOCKMM_BUILD, else build-gpu, build-cuda, build)")
+    ap.add_argument("--backends", default="auto-detect",
+                    help="comma list of blockmm backends (default: cpu, plus cuda when nvidia-smi -L works and a "
+                         "tiny cuda run succeeds)")
+    ap.add_argument("--ranks", default="1,2", help="rank counts; N > 1 runs under mpirun -np N --oversubscribe "
+                                                   "--bind-to none (default %(default)s)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement, medians taken (default 3)")
+    ap.add_argument("--repeat-large", type=int, help="runs per measurement for cases not named S* "
+                                                     "(default: --repeat)")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 1 run, S cases only")
+    ap.add_argument("--machine", help="name of this machine's results (default: GPU name, else hostname)")
+    ap.add_argument("--results", default=os.path.join(BENCH, "results"), help="results root (default bench/results)")
+    ap.add_argument("--page", default=os.path.join(BENCH, "RESULTS.md"), help="results page (default "
+                                                                               "bench/RESULTS.md)")
+    ap.add_argument("--fresh", action="store_true", help="drop this machine's earlier rows (default: rows of "
+                                                         "cases not run now are kept)")
+    ap.add_argument("--check", choices=["auto", "all", "first"], default="auto",
+                    help="which outputs are compared with cmp: all, the first of each backend x ranks, or auto "
+                         "(all when the output is under 1 GB, else the first) (default auto)")
+    ap.add_argument("--cpu-max-gmac", type=float, dest="cpu_limit_gmac",
+                    help="skip the cpu backend on cases with more useful GMAC than this (default: 150 when cuda "
+                         "runs too, else no limit; 0: no limit)")
+    ap.add_argument("--scipy", choices=["auto", "off"], default="auto", help="scipy BSR anchor (default auto)")
+    ap.add_argument("--scipy-max-out-gb", type=float, default=2.0, help="scipy only for outputs under this "
+                                                                        "(default 2 GB)")
+    ap.add_argument("--scipy-max-gmac", type=float, default=20.0, help="scipy only under this much work "
+                                                                       "(default 20 GMAC)")
+    ap.add_argument("--cusparse", choices=["auto", "off"], default="auto", help="cuSPARSE anchor (default auto)")
+    ap.add_argument("--cusparse-max-gmac", type=float, default=100.0,
+                    help="cuSPARSE anchor only under this much work (default 100 GMAC)")
+    ap.add_argument("--anchor-repeat", type=int, help="runs of the scipy anchor per case (default: as blockmm's)")
+    ap.add_argument("--anchor-timeout", type=int, default=180, help="seconds per anchor run (default 180)")
+    ap.add_argument("--run-timeout", type=int, default=900, help="seconds per blockmm run (default 900)")
+    ap.add_argument("--deadline", type=float, help="seconds after start: no new run begins later (the report "
+                                                   "is still written)")
+    ap.add_argument("--keep-omp-num-threads", action="store_true",
+                    help="pass OMP_NUM_THREADS on to blockmm (default: removed, so each rank takes the node's "
+                         "cores over its ranks)")
+    ap.add_argument("--gen-threads", type=int, default=0, help="blockmm-gen --threads (default: all cores)")
+    ap.add_argument("--keep-outputs", action="store_true", help="keep each case's first output in --data")
+    ap.add_argument("--commit", help="commit to record (default: git rev-parse, else $BLOCKMM_COMMIT)")
+    ap.add_argument("--log", help="also append the progress lines to this file")
+    ap.add_argument("--archive", help="at the end, write a .tgz of bench/RESULTS.md and this machine's results "
+                                      "(paths relative to the repository root)")
+    ap.add_argument("--report-only", action="store_true", help="no runs: redraw the plots and this machine's "
+                                                               "section from results.csv and machine.json")
+    args = ap.parse_args(argv)
+    if args.repeat < 1 or (args.repeat_large is not None and args.repeat_large < 1):
+        ap.error("--repeat must be at least 1")
+    try:
+        args.rank_list = sorted({int(x) for x in args.ranks.split(",") if x.strip()})
+    except ValueError:
+        ap.error("--ranks takes a comma list of integers")
+    if not args.rank_list or min(args.rank_list) < 1:
+        ap.error("--ranks takes positive integers")
+    return args
+
+
+def find_build(args):
+    if args.build:
+        return os.path.abspath(args.build)
+    candidates = [os.environ.get("BLOCKMM_BUILD")] + [os.path.join(ROOT, d) for d in ("build-gpu", "build-cuda",
+                                                                                      "build")]
+    for c in candidates:
+        if c and os.path.isfile(os.path.join(c, "blockmm")) and os.path.isfile(os.path.join(c, "blockmm-gen")):
+            return os.path.abspath(c)
+    return None
+
+
+def find_scipy_python():
+    for py in (sys.executable, "/usr/bin/python3", shutil.which("python3")):
+        if py and os.path.exists(py) and quiet([py, "-c", "import numpy, scipy.sparse"], timeout=60)[0] == 0:
+            return py
+    return None
+
+
+def archive(args, progress):
+    if not args.archive:
+        return
+    members = [os.path.relpath(args.page, ROOT), os.path.relpath(os.path.join(args.results, args.machine), ROOT)]
+    members = [m for m in members if os.path.exists(os.path.join(ROOT, m))]
+    rc, out = quiet(["tar", "czf", os.path.abspath(args.archive), "-C", ROOT] + members, timeout=120)
+    progress("archive %s: %s" % (args.archive, "written" if rc == 0 else "FAILED: " + out))
+
+
+def main(argv):
+    args = parse_args(argv)
+    progress = Progress(args.log)
+    have_gpu, gpu_lines = gpu_query()
+    args.machine = args.machine or default_machine_name(gpu_lines)
+    args.results = os.path.abspath(args.results)
+    args.page = os.path.abspath(args.page)
+    if args.report_only:
+        report(args, progress)
+        archive(args, progress)
+        return 0
+
+    build = find_build(args)
+    if not build or not os.path.isfile(os.path.join(build, "blockmm")):
+        print("bench/run: no build with blockmm found (give --build DIR)", file=sys.stderr)
+        return 2
+    args.build = build
+    args.data = os.path.abspath(args.data)
+    os.makedirs(args.data, exist_ok=True)
+    if args.repeat_large is None:
+        args.repeat_large = args.repeat
+    if args.quick:
+        args.repeat = args.repeat_large = 1
+
+    bench = Bench(args, progress)
+    info = machine_info(build, gpu_lines, args)
+    bench.info = info
+    info["command"] = " ".join(["bench/run"] + [shlex.quote(a) for a in argv])
+    info["data"] = args.data
+    progress("machine %s: %s, %s cores, %s GiB; GPU: %s; build %s; commit %s" %
+             (args.machine, info["cpu"], info["cores"], info["memory_gib"], "; ".join(gpu_lines) or "none",
+              info["build"], info["commit"]))
+    if info["build_type"] not in ("Release", "RelWithDebInfo"):
+        progress("warning: build type %s: timings of a non-release build" % info["build_type"])
+    if os.environ.get("OMP_NUM_THREADS"):
+        progress("note: OMP_NUM_THREADS=%s is set; %s" % (
+            os.environ["OMP_NUM_THREADS"], "kept (--keep-omp-num-threads)" if args.keep_omp_num_threads else
+            "removed from blockmm's environment, so that it uses the node's cores over its ranks"))
+
+    cuda_ok, cuda_why = bench.detect_cuda(have_gpu)
+    progress("cuda backend: %s" % ("available" if cuda_ok else "not available (%s)" % cuda_why))
+    if args.backends == "auto-detect":
+        backends = (["cuda"] if cuda_ok else []) + ["cpu"]
+    else:
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        # a faster backend first gives the work count that the cpu limit uses
+        backends.sort(key=lambda b: 0 if b == "cuda" else 1)
+    if args.cpu_limit_gmac is None:
+        args.cpu_limit_gmac = 150.0 if (cuda_ok and "cuda" in backends) else 0.0
+    info["backends_note"] = ", ".join(backends) + ("" if cuda_ok else " (cuda: %s)" % cuda_why)
+    if args.cpu_limit_gmac and "cpu" in backends:
+        info["backends_note"] += "; cpu skipped above %g GMAC of useful work" % args.cpu_limit_gmac
+
+    sets = load_cases()
+    spec = args.cases or (("full" if cuda_ok else "small") if not args.quick else "S1,S2")
+    cases = select_cases(spec, sets)
+    if args.quick:
+        cases = [c for c in cases if c.small] or cases[:1]
+    if not cases:
+        print("bench/run: no cases selected", file=sys.stderr)
+        return 2
+    progress("cases %s; backends %s; ranks %s; repeats %d (S cases) / %d (others)" %
+             (",".join(c.name for c in cases), ",".join(backends), ",".join(map(str, args.rank_list)), args.repeat,
+              args.repeat_large))
+    bench.scipy_python = find_scipy_python() if args.scipy == "auto" else None
+    cus = os.path.join(build, "cusparse_anchor")
+    bench.cusparse = cus if (args.cusparse == "auto" and cuda_ok and os.access(cus, os.X_OK)) else None
+    progress("anchors: scipy %s; cuSPARSE %s" % (bench.scipy_python or "not available",
+                                                 bench.cusparse or "not available (needs a GPU and a CUDA build)"))
+
+    def skip_reasons(backend, ranks):
+        if backend == "cuda" and not cuda_ok:
+            return "skipped: cuda not available (%s)" % cuda_why
+        if ranks > 1 and not bench.mpirun:
+            return "skipped: no mpirun"
+        return None
+
+    configs = [(b, r) for b in backends for r in args.rank_list]
+    outdir = os.path.join(args.results, args.machine)
+    os.makedirs(outdir, exist_ok=True)
+    csv_path = os.path.join(outdir, "results.csv")
+    runs_path = os.path.join(outdir, "runs.csv")
+    old_rows = [] if args.fresh else read_csv(csv_path)
+    old_run_rows = [] if args.fresh else read_csv(runs_path)
+    rows, done, not_run = [], set(), []
+    interrupted = False
+
+    def save():  # this run's rows replace the earlier rows of the same cases; others are kept
+        old = [r for r in old_rows if r.get("case") not in done]
+        write_csv(csv_path, old + rows, COLUMNS)
+        write_csv(runs_path, [r for r in old_run_rows if r.get("case") not in done] + bench.run_rows, RUN_COLUMNS)
+        return old
+
+    try:
+        for case in cases:
+            if bench.past_deadline():
+                progress("%s: skipped (deadline)" % case.name)
+                not_run.append(case.name)
+                continue
+            try:
+                case_rows = bench.run_case(case, configs, skip_reasons)
+                rows += case_rows
+                done.add(case.name)
+            except RuntimeError as e:
+                msg = "%s: %s" % (case.name, e)
+                bench.failures.append(msg)
+                progress.loud(msg)
+            save()
+    except KeyboardInterrupt:
+        interrupted = True
+        progress("interrupted: writing what was measured")
+    notes = ["MISMATCH: " + m for m in bench.mismatches] + ["FAILED: " + f for f in bench.failures]
+    if not_run:
+        notes.append("Not run (deadline): %s%s." % (", ".join(not_run), "; rows of an earlier run are kept"
+                                                    if any(r.get("case") in not_run for r in old_rows) else ""))
+    if interrupted:
+        notes.append("The run was interrupted; some cases are missing.")
+    info["notes"] = notes
+    info["load_end"] = loadavg()
+    info["cases_run"] = [c.name for c in cases]
+    with open(os.path.join(outdir, "machine.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    old = save()
+    all_rows = old + rows
+    order = {}
+    for c in sets["small"] + sets["full"]:
+        order.setdefault(c.name, len(order))
+    all_rows.sort(key=lambda r: (order.get(r["case"], 99), r["backend"] != "cpu", int(r["ranks"])))
+    write_csv(csv_path, all_rows, COLUMNS)
+    report(args, progress, None, info)  # from the CSV, so that every field is text as on a re-run
+    archive(args, progress)
+
+    # headline
+    for case in case_order(rows):
+        r = next(r for r in rows if r["case"] == case)
+        progress("  %-4s I/O floor %ss (read %s + write %s); scipy %s; cuSPARSE %s" %
+                 (case, r["floor_s"] or "-", r["floor_read_s"] or "-", r["floor_write_s"] or "-",
+                  ("%ss end to end, %s" % (r["scipy_s"], r["scipy_check"])) if r["scipy_s"] else
+                  (r["scipy_check"] or "-"),
+                  ("%s, SpGEMM %ss" % (r["cusparse_status"], r["cusparse_spgemm_s"])) if r["cusparse_spgemm_s"]
+                  else (r["cusparse_status"] or "-")))
+    for r in rows:
+        if num(r, "wall_s") is not None:
+            progress("  %-4s %-8s wall %8ss  total %8ss  numeric %8ss  %8s GMAC/s numeric  floor %6ss  "
+                     "wall/floor %s  identical: %s" %
+                     (r["case"], label(r), r["wall_s"], r["total_s"], r["numeric_s"], r["gmacs_numeric"],
+                      r["floor_s"], r["wall_over_floor"] or "-", r["identical"]))
+        else:
+            progress("  %-4s %-8s %s" % (r["case"], label(r), r["status"]))
+    if bench.mismatches:
+        for m in bench.mismatches:
+            progress.loud("MISMATCH: " + m)
+        return 1
+    if bench.failures:
+        for m in bench.failures:
+            progress.loud("FAILED: " + m)
+        return 3
+    if interrupted:
+        return 130
+    progress("done: every output identical to the first of its case")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
