@@ -26,6 +26,24 @@ constexpr std::int64_t kVersion = 1;
 constexpr std::int64_t kReadPieceBytes = std::int64_t{32} << 20;
 constexpr std::int64_t kWritePieceBytes = std::int64_t{8} << 20;
 
+// Text from the file, fit for a one-line message: control and non-ASCII bytes as \xHH, and short.
+std::string printable(const std::string& text) {
+  constexpr std::size_t kLongest = 64;
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < kLongest; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return text.size() > kLongest ? out + "..." : out;
+}
+
 std::string shape_text(const std::vector<hsize_t>& dims) {
   std::string text = "(";
   for (std::size_t d = 0; d < dims.size(); ++d) text += (d > 0 ? ", " : "") + std::to_string(dims[d]);
@@ -255,7 +273,7 @@ void BsrReader::Impl::open(BsrValues accepted) {
   if (!file.valid()) fail_hdf5("cannot open as an HDF5 file");
 
   const std::string format = string_attribute("format");
-  if (format != kFormat) fail("root attribute format = \"" + format + "\"; expected \"" + kFormat + "\"");
+  if (format != kFormat) fail("root attribute format = \"" + printable(format) + "\"; expected \"" + kFormat + "\"");
   const std::int64_t version = int_attribute("version");
   if (version != kVersion)
     fail("root attribute version = " + std::to_string(version) + "; this blockmm reads version " +

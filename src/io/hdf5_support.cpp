@@ -24,8 +24,8 @@ void silence_errors() {
 std::string error_detail() {
   std::string text;
   if (H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_most_specific, &text) < 0 || text.empty()) return "";
-  for (char& c : text)
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  for (char& c : text)  // one line, and no control characters from whatever HDF5 quotes
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   // System-call failures read "file write failed: time = ..., errno = 27, error message = 'File
   // too large', buf = ...": keep the first clause and the system's message.
   const std::string marker = "error message = '";

@@ -2,7 +2,6 @@
 // work units, and the chunk pipeline under a memory budget. Chunk c computes on one stream
 // while chunk c-1 copies back into pinned memory on another and the host hands chunk c-2 to
 // the sink (the output file), so the file write overlaps the GPU work.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/cublas_loader.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/dense_kernels.cuh"
 #include "kernels/cuda/device_memory.cuh"
@@ -132,21 +132,22 @@ unsigned int grid_for(std::int64_t items) {
 // C [rows x cols] = A [rows x k] * B [k x cols], float64, column-major, on one stream.
 class CublasHandle {
  public:
-  explicit CublasHandle(cudaStream_t stream) {
-    BLOCKMM_CUBLAS_CHECK(cublasCreate(&handle_));
-    BLOCKMM_CUBLAS_CHECK(cublasSetStream(handle_, stream));
+  explicit CublasHandle(cudaStream_t stream) : blas_(cuda::CublasLibrary::get()) {
+    BLOCKMM_CUBLAS_CHECK(blas_.create(&handle_));
+    BLOCKMM_CUBLAS_CHECK(blas_.set_stream(handle_, stream));
     // Native float64 only: integer sums below 2^53 are then exact in any order.
-    BLOCKMM_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
+    BLOCKMM_CUBLAS_CHECK(blas_.set_math_mode(handle_, CUBLAS_DEFAULT_MATH));
   }
-  ~CublasHandle() { cublasDestroy(handle_); }
+  ~CublasHandle() { blas_.destroy(handle_); }
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
   void multiply(int rows, int cols, int k, const double* a, const double* b, double* c) {
     const double one = 1.0, zero = 0.0;
-    BLOCKMM_CUBLAS_CHECK(cublasDgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, k, &one, a, rows, b, k, &zero, c, rows));
+    BLOCKMM_CUBLAS_CHECK(blas_.dgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, k, &one, a, rows, b, k, &zero, c, rows));
   }
 
  private:
+  const cuda::CublasLibrary& blas_;
   cublasHandle_t handle_ = nullptr;
 };
 
