@@ -22,6 +22,18 @@ void count(const comm::Communicator& comm, const std::vector<std::int64_t>& sent
   }
 }
 
+// Sends records packed by destination; what arrives is this rank's records.
+InputRecords exchange_records(MatrixShape shape, const LargeVector<std::byte>& send,
+                              const std::vector<std::int64_t>& send_bytes, const comm::Communicator& comm,
+                              ExchangeCounters& counters) {
+  std::vector<std::int64_t> recv_bytes;
+  InputRecords out;
+  out.shape = shape;
+  out.bytes = comm.exchange(send.data(), send_bytes, recv_bytes);
+  count(comm, send_bytes, recv_bytes, counters);
+  return out;
+}
+
 }  // namespace
 
 InputRecords redistribute_by_row(const InputRecords& records, const std::vector<std::int32_t>& bounds,
@@ -58,12 +70,7 @@ InputRecords redistribute_by_row(const InputRecords& records, const std::vector<
     for (std::int64_t q = total * t / parts; q < total * (t + 1) / parts; ++q)
       std::memcpy(send.data() + next[dest[q]]++ * stride, records.record(q), static_cast<std::size_t>(stride));
   }
-  std::vector<std::int64_t> recv_bytes;
-  InputRecords out;
-  out.shape = records.shape;
-  out.bytes = comm.exchange(send.data(), send_bytes, recv_bytes);
-  count(comm, send_bytes, recv_bytes, counters);
-  return out;
+  return exchange_records(records.shape, send, send_bytes, comm, counters);
 }
 
 InputRecords fetch_rows(const BlockMatrix& owned, const std::vector<char>& needed,
@@ -115,12 +122,7 @@ InputRecords fetch_rows(const BlockMatrix& owned, const std::vector<char>& neede
       std::memcpy(rec + 8, owned.block_values(b), static_cast<std::size_t>(mm) * 2);
     }
   }
-  std::vector<std::int64_t> recv_bytes;
-  InputRecords out;
-  out.shape = owned.shape;
-  out.bytes = comm.exchange(reply.data(), reply_bytes, recv_bytes);
-  count(comm, reply_bytes, recv_bytes, counters);
-  return out;
+  return exchange_records(owned.shape, reply, reply_bytes, comm, counters);
 }
 
 }  // namespace blockmm::partition

@@ -11,7 +11,7 @@ namespace blockmm::kernels {
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
-// The two phases, also used by the CUDA backend for problems too small for the device.
+// The two phases. The cuda backend runs cpu_symbolic on the host too (it overlaps the upload).
 TilePattern cpu_symbolic(const Operands& operands);
 NumericReport cpu_numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
                           const NumericOptions& options);

@@ -14,6 +14,18 @@ namespace blockmm::kernels::cuda {
 
 constexpr std::int64_t kDenseMaxOrder = std::int64_t{1} << 21;  // float64 stays exact below this n
 
+// The last index r in [lo, hi) with ptr[r] <= x: the row (or column) that holds entry x of a
+// compressed index whose entries [ptr[lo], ptr[hi]) include x. Empty rows share a ptr value;
+// "last" skips past them.
+__device__ __forceinline__ std::int32_t owner_of_entry(const std::int32_t* ptr, std::int32_t lo, std::int32_t hi,
+                                                        std::int64_t x) {
+  while (hi - lo > 1) {
+    const std::int32_t mid = (lo + hi) / 2;
+    if (ptr[mid] <= x) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
 // Dense A tile, column-major [rows x n]: A's blocks of panel rows [row0, row0 + rows / m).
 // Blocks of those rows are contiguous in CSR order: [first_block, first_block + blocks).
 __global__ void scatter_a_tile(const std::int32_t* a_row_ptr, const std::int32_t* a_col, const std::uint16_t* a_values,
@@ -24,13 +36,8 @@ __global__ void scatter_a_tile(const std::int32_t* a_row_ptr, const std::int32_t
        v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t b = first_block + v / mm;
     const int e = static_cast<int>(v % mm);
-    // The block's panel row: the last r with a_row_ptr[r] <= b (rows of this tile only).
-    std::int32_t lo = row0, hi = row0 + tile_rows / m;
-    while (hi - lo > 1) {
-      const std::int32_t mid = (lo + hi) / 2;
-      if (a_row_ptr[mid] <= b) lo = mid; else hi = mid;
-    }
-    const std::int64_t r = static_cast<std::int64_t>(lo - row0) * m + e / m;
+    const std::int32_t row = owner_of_entry(a_row_ptr, row0, row0 + tile_rows / m, b);
+    const std::int64_t r = static_cast<std::int64_t>(row - row0) * m + e / m;
     const std::int64_t c = static_cast<std::int64_t>(a_col[b]) * m + e % m;
     dense[r + c * tile_rows] = static_cast<double>(a_values[b * mm + e]);
   }
@@ -47,13 +54,9 @@ __global__ void scatter_b_tile(const std::int32_t* b_col_ptr, const std::int32_t
        v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t entry = first_entry + v / mm;
     const int e = static_cast<int>(v % mm);
-    std::int32_t lo = col0, hi = col0 + tile_cols / m;
-    while (hi - lo > 1) {
-      const std::int32_t mid = (lo + hi) / 2;
-      if (b_col_ptr[mid] <= entry) lo = mid; else hi = mid;
-    }
+    const std::int32_t col = owner_of_entry(b_col_ptr, col0, col0 + tile_cols / m, entry);
     const std::int64_t r = static_cast<std::int64_t>(b_csc_row[entry]) * m + e / m;
-    const std::int64_t c = static_cast<std::int64_t>(lo - col0) * m + e % m;
+    const std::int64_t c = static_cast<std::int64_t>(col - col0) * m + e % m;
     dense[r + c * n] = static_cast<double>(b_values[static_cast<std::int64_t>(b_csc_block[entry]) * mm + e]);
   }
 }
