@@ -18,10 +18,18 @@ bool env_set(const char* name) {
   return v != nullptr && *v != '\0';
 }
 
-// MPI counts are int; larger messages travel in pieces of this many bytes.
-constexpr std::int64_t kPieceBytes = std::int64_t{1} << 30;
 
 }  // namespace
+
+std::int64_t mpi_piece_bytes() {
+  static const std::int64_t piece = [] {
+    constexpr std::int64_t kMax = std::int64_t{1} << 30;
+    const char* v = std::getenv("BLOCKMM_MPI_PIECE_BYTES");
+    const long long asked = v != nullptr ? std::atoll(v) : 0;
+    return asked >= 8 && asked < kMax ? static_cast<std::int64_t>(asked) : kMax;
+  }();
+  return piece;
+}
 
 bool launched_by_mpi_launcher() {
   // OpenMPI, MPICH/Hydra and Intel MPI, PMIx (srun --mpi=pmix, prterun), MVAPICH, srun steps.
@@ -102,7 +110,7 @@ double Communicator::min(double value) const {
 
 void Communicator::sum_in_place(std::vector<std::int64_t>& values) const {
   if (!uses_mpi_) return;
-  const std::int64_t piece = kPieceBytes / 8;
+  const std::int64_t piece = mpi_piece_bytes() / 8;
   for (std::int64_t first = 0; first < static_cast<std::int64_t>(values.size()); first += piece) {
     const int count = static_cast<int>(std::min<std::int64_t>(piece, static_cast<std::int64_t>(values.size()) - first));
     BLOCKMM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data() + first, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
@@ -133,8 +141,9 @@ void Communicator::broadcast(std::string& text, int root) const {
   std::int64_t length = static_cast<std::int64_t>(text.size());
   BLOCKMM_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, root, MPI_COMM_WORLD));
   text.resize(static_cast<std::size_t>(length));
-  for (std::int64_t first = 0; first < length; first += kPieceBytes) {
-    const int count = static_cast<int>(std::min(kPieceBytes, length - first));
+  const std::int64_t piece = mpi_piece_bytes();
+  for (std::int64_t first = 0; first < length; first += piece) {
+    const int count = static_cast<int>(std::min(piece, length - first));
     BLOCKMM_MPI_CHECK(MPI_Bcast(text.data() + first, count, MPI_CHAR, root, MPI_COMM_WORLD));
   }
 }
@@ -153,25 +162,28 @@ LargeVector<std::byte> Communicator::exchange(const std::byte* send, const std::
     recv_at[r + 1] = recv_at[r] + recv_bytes[r];
   }
   LargeVector<std::byte> received(static_cast<std::size_t>(recv_at[size_]));
+  const std::int64_t piece = mpi_piece_bytes();
+  constexpr int kExchangeTag = 7;
   // What stays here is copied; the rest travels point to point in pieces, all posted at once.
   if (send_bytes[rank_] > 0) std::memcpy(received.data() + recv_at[rank_], send + send_at[rank_], send_bytes[rank_]);
   std::vector<MPI_Request> requests;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    for (std::int64_t first = 0; first < recv_bytes[r]; first += kPieceBytes) {
+    // One tag for every piece: MPI keeps messages between two ranks on one tag in order.
+    for (std::int64_t first = 0; first < recv_bytes[r]; first += piece) {
       requests.emplace_back();
-      const int count = static_cast<int>(std::min(kPieceBytes, recv_bytes[r] - first));
-      BLOCKMM_MPI_CHECK(MPI_Irecv(received.data() + recv_at[r] + first, count, MPI_BYTE, r,
-                                  static_cast<int>(first / kPieceBytes), MPI_COMM_WORLD, &requests.back()));
+      const int count = static_cast<int>(std::min(piece, recv_bytes[r] - first));
+      BLOCKMM_MPI_CHECK(MPI_Irecv(received.data() + recv_at[r] + first, count, MPI_BYTE, r, kExchangeTag,
+                                  MPI_COMM_WORLD, &requests.back()));
     }
   }
   for (int step = 1; step < size_; ++step) {
     const int r = (rank_ + step) % size_;  // stagger destinations to spread the load
-    for (std::int64_t first = 0; first < send_bytes[r]; first += kPieceBytes) {
+    for (std::int64_t first = 0; first < send_bytes[r]; first += piece) {
       requests.emplace_back();
-      const int count = static_cast<int>(std::min(kPieceBytes, send_bytes[r] - first));
-      BLOCKMM_MPI_CHECK(MPI_Isend(send + send_at[r] + first, count, MPI_BYTE, r, static_cast<int>(first / kPieceBytes),
-                                  MPI_COMM_WORLD, &requests.back()));
+      const int count = static_cast<int>(std::min(piece, send_bytes[r] - first));
+      BLOCKMM_MPI_CHECK(
+          MPI_Isend(send + send_at[r] + first, count, MPI_BYTE, r, kExchangeTag, MPI_COMM_WORLD, &requests.back()));
     }
   }
   BLOCKMM_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));

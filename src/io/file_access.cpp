@@ -16,7 +16,7 @@
 namespace blockmm::io {
 namespace {
 
-constexpr std::int64_t kPiece = std::int64_t{1} << 30;  // keeps MPI's int counts and pread's size in range
+constexpr std::int64_t kPiece = std::int64_t{1} << 30;  // keeps pread's and pwrite's sizes in range
 constexpr std::int64_t kEarlyWritebackBytes = std::int64_t{4} << 20;
 
 class PosixReader final : public FileReader {
@@ -77,7 +77,7 @@ class MpiReader final : public FileReader {
   void read_at(std::int64_t offset, void* destination, std::int64_t bytes) override {
     auto* out = static_cast<char*>(destination);
     for (std::int64_t done = 0; done < bytes;) {
-      const int count = static_cast<int>(std::min(kPiece, bytes - done));
+      const int count = static_cast<int>(std::min(comm::mpi_piece_bytes(), bytes - done));
       MPI_Status status;
       BLOCKMM_MPI_CHECK_AS(MPI_File_read_at(file_, offset + done, out + done, count, MPI_BYTE, &status),
                            ExitCode::bad_input, path_ + ": read failed at byte " + std::to_string(offset + done));
@@ -109,7 +109,7 @@ class MpiWriter final : public FileWriter {
   void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
     const auto* in = static_cast<const char*>(source);
     for (std::int64_t done = 0; done < bytes;) {
-      const int count = static_cast<int>(std::min(kPiece, bytes - done));
+      const int count = static_cast<int>(std::min(comm::mpi_piece_bytes(), bytes - done));
       MPI_Status status;
       BLOCKMM_MPI_CHECK_AS(MPI_File_write_at(file_, offset + done, in + done, count, MPI_BYTE, &status),
                            ExitCode::output_failure, shown_ + ": write failed at byte " + std::to_string(offset + done));

@@ -2,6 +2,8 @@
 # On one node blockmm reads and writes with POSIX calls; across nodes with MPI-IO. BLOCKMM_IO=mpi
 # forces the MPI-IO path here, so that it is tested: the product (binary and HDF5) must be
 # byte-identical to a single-process run, and a bad last record must still fail cleanly.
+# BLOCKMM_MPI_PIECE_BYTES makes every message and file access travel in pieces of a few KB, as
+# messages over 2^31 - 1 bytes do in 1 GiB pieces.
 set -euo pipefail
 build=${BLOCKMM_BUILD_DIR:?}
 mpiexec=${MPIEXEC:-mpiexec}
@@ -12,10 +14,10 @@ trap 'rm -rf "$work"' EXIT
 BLOCKMM_MPI=0 "$build/blockmm" -q --backend reference "$work/A.bin" "$work/B.bin" "$work/ref.bin"
 BLOCKMM_MPI=0 "$build/blockmm" -q "$work/A.bin" "$work/B.bin" "$work/ref.h5"
 for n in 2 3; do
-  BLOCKMM_IO=mpi timeout 120 "$mpiexec" -n "$n" --oversubscribe "$build/blockmm" -q --threads 1 \
+  BLOCKMM_IO=mpi BLOCKMM_MPI_PIECE_BYTES=4099 timeout 120 "$mpiexec" -n "$n" --oversubscribe "$build/blockmm" -q --threads 1 \
     "$work/A.bin" "$work/B.bin" "$work/mpi$n.bin"
   cmp "$work/ref.bin" "$work/mpi$n.bin"
-  BLOCKMM_IO=mpi timeout 120 "$mpiexec" -n "$n" --oversubscribe "$build/blockmm" -q --threads 1 \
+  BLOCKMM_IO=mpi BLOCKMM_MPI_PIECE_BYTES=4099 timeout 120 "$mpiexec" -n "$n" --oversubscribe "$build/blockmm" -q --threads 1 \
     "$work/A.bin" "$work/B.bin" "$work/mpi$n.h5"
   "$build/blockmm-convert" "$work/mpi$n.h5" "$work/mpi$n.h5.bin" > /dev/null
   cmp "$work/ref.bin" "$work/mpi$n.h5.bin"
