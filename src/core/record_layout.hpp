@@ -10,6 +10,9 @@
 namespace blockmm {
 
 constexpr std::int64_t kHeaderBytes = 12;  // int32 n, m, k
+// The largest block order whose output record (8 + 4 m^2 bytes) has a size that int64 holds; the
+// readers refuse larger m (only a file without blocks could claim one).
+constexpr std::int32_t kMaxBlockOrder = 1518500249;
 
 struct MatrixShape {
   std::int32_t n = 0;  // order of the (square) matrix

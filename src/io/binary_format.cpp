@@ -35,6 +35,9 @@ void check_header(const BinaryFileInfo& f) {
   const std::string& path = f.path;
   if (h.n <= 0) throw InputError(path + ": header n = " + std::to_string(h.n) + " must be positive");
   if (h.m <= 0) throw InputError(path + ": header m = " + std::to_string(h.m) + " must be positive");
+  if (h.m > kMaxBlockOrder)
+    throw InputError(path + ": header m = " + std::to_string(h.m) + " is too large: a block of m*m values would not fit in " +
+                     "2^63 bytes (m <= " + std::to_string(kMaxBlockOrder) + ")");
   if (h.n % h.m != 0)
     throw InputError(path + ": header n = " + std::to_string(h.n) + " is not a multiple of m = " + std::to_string(h.m));
   if (h.k < 0) throw InputError(path + ": header k = " + std::to_string(h.k) + " is negative");

@@ -77,6 +77,7 @@ struct BsrReader::Impl {
   Handle open_dataset(const char* name) const;
   std::vector<hsize_t> dims_of(hid_t dataset, const char* name) const;
   void check_integer_type(hid_t dataset, const char* name, const char* wanted) const;
+  void check_plain_integer(hid_t type, const std::string& what) const;
   ValueWidth check_value_type(BsrValues accepted) const;
   void check_stored(hid_t dataset, const char* name, std::int64_t file_bytes) const;
   void read_indptr(Handle& dataset);
@@ -108,6 +109,7 @@ std::int64_t BsrReader::Impl::int_attribute(const char* name) const {
   if (H5Tget_class(type.get()) != H5T_INTEGER)
     fail(std::string("root attribute '") + name + "' is a " + hdf5::describe_type(type.get()) +
          "; it must be an integer");
+  check_plain_integer(type.get(), std::string("root attribute '") + name + "'");
   std::int64_t value = 0;
   // HDF5 converts any integer type; values outside int64 clip and then fail the range checks.
   if (H5Aread(attribute.get(), H5T_NATIVE_INT64, &value) < 0)
@@ -175,18 +177,34 @@ std::vector<hsize_t> BsrReader::Impl::dims_of(hid_t dataset, const char* name) c
   return dims;
 }
 
+// An integer type may declare fewer significant bits than its size holds, at an offset: libhdf5's
+// conversion of such a type (or of one whose precision exceeds its size, as a corrupt file can
+// declare) yields values that depend on bytes outside the stored ones. Only plain integers, every
+// bit of every byte significant, are read.
+void BsrReader::Impl::check_plain_integer(hid_t type, const std::string& what) const {
+  const std::size_t size = H5Tget_size(type);
+  const std::size_t precision = H5Tget_precision(type);
+  const int offset = H5Tget_offset(type);
+  if ((size != 1 && size != 2 && size != 4 && size != 8) || precision != 8 * size || offset != 0)
+    fail(what + " is an integer type of " + std::to_string(size) + " bytes with " + std::to_string(precision) +
+         " significant bits at bit offset " + std::to_string(offset) +
+         "; only plain 8-, 16-, 32- or 64-bit integers are read");
+}
+
 void BsrReader::Impl::check_integer_type(hid_t dataset, const char* name, const char* wanted) const {
   Handle type(H5Dget_type(dataset), H5Tclose);
   if (!type.valid()) fail_hdf5(std::string("cannot read the type of /") + name);
   if (H5Tget_class(type.get()) != H5T_INTEGER)
     fail(std::string("/") + name + " has type " + hdf5::describe_type(type.get()) + "; it must be an integer type (" +
          wanted + ")");
+  check_plain_integer(type.get(), std::string("/") + name);
 }
 
 ValueWidth BsrReader::Impl::check_value_type(BsrValues accepted) const {
   Handle type(H5Dget_type(data.get()), H5Tclose);
   if (!type.valid()) fail_hdf5("cannot read the type of /data");
   const bool is_unsigned = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;
+  if (is_unsigned) check_plain_integer(type.get(), "/data");
   const std::size_t size = H5Tget_size(type.get());
   if (is_unsigned && size == 2) return ValueWidth::u16;
   if (is_unsigned && size == 4 && accepted == BsrValues::input_or_product) return ValueWidth::u32;
@@ -233,6 +251,13 @@ void BsrReader::Impl::check_stored(hid_t dataset, const char* name, std::int64_t
     fail(std::string("/") + name + " declares " + bytes(declared) + " bytes but the file (" +
          std::to_string(file_bytes) + " bytes) stores " + bytes(stored) +
          " of them: truncated, never written, or stored outside the file");
+  // Contiguous storage must lie inside the file. (libhdf5 1.10 refuses the first read past the
+  // end, but then serves later reads of the same range from a buffer it never filled.)
+  const haddr_t offset = H5Dget_offset(dataset);
+  if (offset != HADDR_UNDEF && static_cast<double>(offset) + stored > static_cast<double>(file_bytes))
+    fail(std::string("/") + name + " is stored at bytes [" + bytes(static_cast<double>(offset)) + ", " +
+         bytes(static_cast<double>(offset) + stored) + "), past the end of the file (" + std::to_string(file_bytes) +
+         " bytes)");
   if (filters > 0 && (stored > static_cast<double>(file_bytes) || declared > kMaxExpansion * stored))
     fail(std::string("/") + name + " declares " + bytes(declared) + " bytes from " + bytes(stored) +
          " bytes of compressed storage in the file (" + std::to_string(file_bytes) +
@@ -285,6 +310,9 @@ void BsrReader::Impl::open(BsrValues accepted) {
   if (n <= 0 || n > kMaxOrder)
     fail("root attribute n = " + std::to_string(n) + " must lie in [1, " + std::to_string(kMaxOrder) + "]");
   if (m <= 0 || m > n) fail("root attribute m = " + std::to_string(m) + " must lie in [1, n = " + std::to_string(n) + "]");
+  if (m > kMaxBlockOrder)
+    fail("root attribute m = " + std::to_string(m) + " is too large: a block of m*m values would not fit in 2^63 bytes (m <= " +
+         std::to_string(kMaxBlockOrder) + ")");
   if (n % m != 0) fail("root attribute n = " + std::to_string(n) + " is not a multiple of m = " + std::to_string(m));
   const std::int64_t p = n / m;
   if (nnzb < 0 || nnzb > p * p)

@@ -551,8 +551,23 @@ struct BadCase {
   std::string fragment;
 };
 
+// An integer type with fewer significant bits than its size (HDF5 allows it; libhdf5's conversion
+// then depends on the unused bits, and a corrupt file can even declare more bits than bytes).
+hid_t padded_integer(hid_t base, std::size_t precision, std::size_t offset) {
+  const hid_t type = H5Tcopy(base);
+  H5Tset_precision(type, precision);
+  H5Tset_offset(type, offset);
+  return type;  // one per process, closed at exit
+}
+
 std::vector<BadCase> bad_cases() {
+  static const hid_t u16_in_12_bits = padded_integer(H5T_STD_U16LE, 12, 0);
+  static const hid_t i32_at_offset_8 = padded_integer(H5T_STD_I32LE, 24, 8);
   return {
+      {"data-12-bits", [](Craft& c) { c.data_type = u16_in_12_bits; },
+       "/data is an integer type of 2 bytes with 12 significant bits at bit offset 0"},
+      {"indices-offset", [](Craft& c) { c.indices_type = i32_at_offset_8; },
+       "/indices is an integer type of 4 bytes with 24 significant bits at bit offset 8"},
       {"no-format", [](Craft& c) { c.write_format = false; }, "missing root attribute 'format'"},
       {"format", [](Craft& c) { c.format = "scipy-bsr"; }, "format = \"scipy-bsr\"; expected \"blockmm-bsr\""},
       {"version", [](Craft& c) { c.ints["version"] = 2; }, "version = 2"},
