@@ -67,6 +67,10 @@ std::string create_temporary(const std::string& target) {
 
 }  // namespace
 
+void remove_temporary_from_signal_handler() noexcept {
+  if (g_cleanup_armed) ::unlink(g_cleanup_path);
+}
+
 void install_cleanup_handlers() {
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
     struct sigaction action {};

@@ -14,6 +14,9 @@ namespace blockmm::io {
 // Installs the signal handlers that remove a registered temporary file. Call once, early.
 void install_cleanup_handlers();
 
+// Removes the registered temporary file; async-signal-safe, for handlers that end the process.
+void remove_temporary_from_signal_handler() noexcept;
+
 class AtomicOutput {
  public:
   // Collective: rank 0 creates "<dir>/.<name>.tmp-XXXXXX" and every rank learns its name.

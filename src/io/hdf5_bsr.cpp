@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/record_layout.hpp"
 #include "io/hdf5_support.hpp"
+#include "io/library_guard.hpp"
 
 // Raw contents are written as host bytes into datasets declared little-endian.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "blockmm's file formats assume a little-endian host");
@@ -131,8 +132,14 @@ std::string BsrReader::Impl::string_attribute(const char* name) const {
   std::string value;
   if (variable > 0) {  // h5py's default for str
     char* text = nullptr;
-    if (H5Aread(attribute.get(), memory.get(), &text) < 0)
-      fail_hdf5(std::string("cannot read the root attribute '") + name + "'");
+    {
+      // The string lives in the file's global heap, whose reader in libhdf5 1.10 crashes or
+      // loops on corrupt sizes and addresses: a crash or a stall here is a corrupt file.
+      const LibraryGuard guard(path, "libhdf5", std::string("reading the root attribute '") + name + "'",
+                               LibraryGuard::metadata_timeout_seconds());
+      if (H5Aread(attribute.get(), memory.get(), &text) < 0)
+        fail_hdf5(std::string("cannot read the root attribute '") + name + "'");
+    }
     if (text != nullptr) {
       value = text;
       H5free_memory(text);
@@ -293,6 +300,7 @@ void BsrReader::Impl::bad_index(std::int64_t block, std::int64_t j, std::int64_t
 
 void BsrReader::Impl::open(BsrValues accepted) {
   hdf5::silence_errors();
+  const LibraryGuard guard(path, "libhdf5", "reading the file's structure");
   Handle fapl = hdf5::file_access(true);
   file = Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
   if (!file.valid()) fail_hdf5("cannot open as an HDF5 file");
@@ -362,6 +370,7 @@ const std::vector<std::int64_t>& BsrReader::indptr() const { return impl_->indpt
 std::vector<std::byte> BsrReader::read_records(std::int64_t first, std::int64_t count) {
   Impl& f = *impl_;
   hdf5::silence_errors();
+  const LibraryGuard guard(f.path, "libhdf5", "reading blocks");
   const BsrHeader& h = f.header;
   if (first < 0 || count < 0 || first + count > h.nnzb)
     throw Error(ExitCode::other, f.path + ": internal error: blocks [" + std::to_string(first) + ", " +

@@ -1,0 +1,37 @@
+// A guard around calls into a library that may crash or loop forever on a corrupt file instead of
+// returning an error. libhdf5 1.10 does both on some damaged files (its global-heap reader, used
+// for variable-length strings, trusts the sizes it finds; fuzzing found dozens of such files): a
+// user who passes one to blockmm must get the one-line bad-input error and exit code 3, not a
+// segmentation fault or a job that hangs until its time limit.
+//
+// While a guard lives, a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) and, when
+// `timeout_seconds` > 0, the expiry of that many seconds print one line naming the file and the
+// cause, remove the temporary output file (as SIGTERM does) and end the process with exit code 3
+// at once: the library's state cannot be trusted after either, so nothing else runs. Guards nest;
+// the innermost one speaks. In fuzzing builds (BLOCKMM_FUZZING) guards do nothing, so that the
+// sanitizers and libFuzzer see the library's faults themselves.
+#pragma once
+
+#include <string>
+
+namespace blockmm::io {
+
+class LibraryGuard {
+ public:
+  // The message reads "<program>: error: <file>: <library> crashed (SIGSEGV) <action>: the file is
+  // corrupt", e.g. action "reading the root attribute 'format'".
+  LibraryGuard(const std::string& file, const char* library, const std::string& action, unsigned timeout_seconds = 0);
+  ~LibraryGuard();
+  LibraryGuard(const LibraryGuard&) = delete;
+  LibraryGuard& operator=(const LibraryGuard&) = delete;
+
+  // Seconds a single small metadata read may take before it counts as a hang:
+  // BLOCKMM_LIBRARY_TIMEOUT (seconds, > 0) or 60.
+  static unsigned metadata_timeout_seconds();
+
+ private:
+  struct Saved;
+  Saved* saved_ = nullptr;
+};
+
+}  // namespace blockmm::io

@@ -1,0 +1,686 @@
+// Fault injection against the real blockmm executable (label "fault"): outputs on a full device
+// (/dev/full, a tiny tmpfs), SIGTERM / SIGINT while the temporary output exists, inputs that
+// cannot be read (a directory without search permission, a FIFO), a rank SIGKILLed under
+// mpirun -np 3 and mpirun itself terminated, and headers (binary and HDF5) that claim huge sizes
+// in tiny files. In every case: the documented exit code, no output file, no temporary file,
+// an existing output untouched, no hang (every run has a deadline), and small memory use.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "cli/harness/harness.hpp"
+
+extern char** environ;
+
+namespace blockmm::e2e {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string build_dir() { return env_or("BLOCKMM_BUILD_DIR"); }
+
+// ---------- child processes that the test signals while they run ----------
+
+struct Finished {
+  int exit_code = -1;  // exit status, or 128 + signal
+  bool timed_out = false;
+  double seconds = 0;
+  long max_rss_kb = 0;  // the child's own peak resident set
+  std::string out;
+  std::string err;
+  std::string describe() const {
+    std::ostringstream s;
+    s << "exit code " << exit_code << (timed_out ? " (timed out)" : "") << " after " << seconds << " s, peak RSS "
+      << max_rss_kb << " KB\n--- stdout ---\n" << out.substr(0, 3000) << "\n--- stderr ---\n" << err.substr(0, 3000);
+    return s.str();
+  }
+};
+
+// A child in its own process group (so that a deadline can kill all of it), stdout and stderr
+// captured in files, the environment of the test plus `extra_env`.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {})
+      : capture_("blockmm-fault-capture"), start_(Clock::now()) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      bool replaced = false;
+      for (const std::string& x : extra_env) replaced |= entry.rfind(x.substr(0, x.find('=') + 1), 0) == 0;
+      if (!replaced) env.push_back(entry);
+    }
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> envp;
+    for (std::string& s : env) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = argv;
+    std::vector<char*> argp;
+    for (std::string& s : args) argp.push_back(s.data());
+    argp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, (capture_ / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, 2, (capture_ / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&attr, &all);  // no SIG_IGN inherited for SIGINT (background shells set it)
+    posix_spawnattr_setsigmask(&attr, &none);
+    const int rc = ::posix_spawnp(&pid_, argp[0], &actions, &attr, argp.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  ~Child() {
+    if (!reaped_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // Whether the child has exited (reaping it; the result is kept for wait()).
+  bool exited() {
+    if (reaped_) return true;
+    int status = 0;
+    struct rusage usage {};
+    const pid_t done = ::wait4(pid_, &status, WNOHANG, &usage);
+    if (done != pid_) return false;
+    reaped_ = true;
+    result_.seconds = since(start_);
+    result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result_.max_rss_kb = usage.ru_maxrss;
+    return true;
+  }
+
+  // Waits for the child's exit, killing its process group after `timeout` seconds.
+  Finished wait(double timeout) {
+    const auto begin = Clock::now();
+    while (!exited()) {
+      if (since(begin) > timeout && !result_.timed_out) {
+        result_.timed_out = true;
+        ::kill(-pid_, SIGKILL);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    result_.out = slurp(capture_ / "out");
+    result_.err = slurp(capture_ / "err");
+    return result_;
+  }
+
+ private:
+  ScratchDir capture_;
+  Clock::time_point start_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  Finished result_;
+};
+
+// The temporary output blockmm creates beside `target` ("." + name + ".tmp-XXXXXX").
+std::vector<std::string> temporaries(const std::string& dir, const std::string& name) {
+  std::vector<std::string> found;
+  for (const std::string& entry : list_dir(dir))
+    if (entry.rfind("." + name + ".tmp-", 0) == 0) found.push_back(dir + "/" + entry);
+  return found;
+}
+
+// Polls until a temporary file of `target` exists and holds at least `bytes` bytes (the header:
+// the numeric phase has begun); "" when the child exits first or `timeout` passes.
+std::string wait_for_temporary(Child& child, const std::string& dir, const std::string& name, std::int64_t bytes,
+                               double timeout) {
+  const auto begin = Clock::now();
+  while (since(begin) < timeout) {
+    for (const std::string& t : temporaries(dir, name)) {
+      struct stat st {};
+      if (::stat(t.c_str(), &st) == 0 && st.st_size >= bytes) return t;
+    }
+    if (child.exited()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return "";
+}
+
+// A blockmm-gen input: n = 4096, m = 4, 5% of the blocks (2 MB). A x B gives 70 MB of output and
+// takes several seconds on the reference backend with one thread, and longer under sanitizers.
+class LongCase {
+ public:
+  static LongCase& get() {
+    static LongCase instance;
+    return instance;
+  }
+  std::string a() const { return dir_ / "A.bin"; }
+  std::string b() const { return dir_ / "B.bin"; }
+  // The slow, serial run; the temporary file holds the 12-byte header once it multiplies.
+  std::vector<std::string> args(const std::string& out) const {
+    return {a(), b(), out, "--backend", "reference", "--threads", "1", "--quiet"};
+  }
+
+ private:
+  LongCase() : dir_("blockmm-fault-inputs") {
+    const std::string gen = build_dir() + "/blockmm-gen";
+    for (const auto& [name, seed] : {std::pair<const char*, const char*>{"A.bin", "1"}, {"B.bin", "2"}}) {
+      const RunResult run = run_process({gen, "--n", "4096", "--m", "4", "--density", "0.05", "--seed", seed,
+                                         "--max-value", "1023", "--quiet", dir_ / name});
+      if (run.exit_code != 0) throw std::runtime_error("blockmm-gen failed: " + run.describe());
+    }
+  }
+  ScratchDir dir_;
+};
+
+// A small valid pair (n = 16, m = 4) and its product size.
+void write_small_inputs(const std::string& a, const std::string& b) {
+  const auto fill = [](std::uint16_t v) { return std::vector<std::uint16_t>(16, v); };
+  write_bytes(a, encode(make_records(16, 4, {{0, 0, fill(1)}, {1, 2, fill(2)}, {3, 3, fill(3)}})));
+  write_bytes(b, encode(make_records(16, 4, {{0, 1, fill(4)}, {2, 0, fill(5)}, {3, 2, fill(6)}})));
+}
+
+::testing::AssertionResult one_error_line(const std::string& err, const std::vector<std::string>& fragments) {
+  const std::vector<std::string> lines = split_lines(err);
+  if (lines.size() != 1) return ::testing::AssertionFailure() << "expected one line on stderr:\n" << err;
+  if (lines[0].rfind("blockmm: error: ", 0) != 0) return ::testing::AssertionFailure() << "not an error line: " << lines[0];
+  for (const std::string& f : fragments)
+    if (lines[0].find(f) == std::string::npos) return ::testing::AssertionFailure() << "message lacks '" << f << "': " << lines[0];
+  return ::testing::AssertionSuccess();
+}
+
+RunOptions within(double seconds) {
+  RunOptions options;
+  options.timeout_seconds = seconds;
+  return options;
+}
+
+const char* kPrevious = "the previous output, which a failed run must leave alone\n";
+
+// ---------- full devices ----------
+
+TEST(FaultOutput, DevFullBinaryGivesExit4) {
+  ScratchDir dir("blockmm-fault");
+  write_small_inputs(dir / "A.bin", dir / "B.bin");
+  const RunResult run = run_blockmm({dir / "A.bin", dir / "B.bin", "/dev/full", "--quiet"}, within(30));
+  EXPECT_EQ(run.exit_code, 4) << run.describe();
+  EXPECT_TRUE(one_error_line(run.err, {"/dev/full"}));
+  EXPECT_TRUE(temporaries("/dev", "full").empty()) << "a temporary file was left in /dev";
+}
+
+TEST(FaultOutput, DevFullHdf5GivesExit4) {
+  ScratchDir dir("blockmm-fault");
+  write_small_inputs(dir / "A.bin", dir / "B.bin");
+  const RunResult run = run_blockmm({dir / "A.bin", dir / "B.bin", "/dev/full", "--format", "h5", "--quiet"}, within(30));
+  EXPECT_EQ(run.exit_code, 4) << run.describe();
+  EXPECT_TRUE(one_error_line(run.err, {"/dev/full"}));
+  EXPECT_TRUE(temporaries("/dev", "full").empty()) << "a temporary file was left in /dev";
+}
+
+// A tmpfs of `kilobytes` mounted on `dir` for the scope; skips the test where mounting is not allowed.
+class TinyTmpfs {
+ public:
+  TinyTmpfs(const std::string& dir, int kilobytes) : dir_(dir) {
+    const std::string options = "size=" + std::to_string(kilobytes) + "k,mode=0755";
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) == 0) {
+      mounted_ = true;
+    } else {
+      why_ = std::strerror(errno);
+    }
+  }
+  ~TinyTmpfs() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+  std::string why_;
+};
+
+// inputs/A.bin x inputs/B.bin is 144 KB of output: more than the 64 KB tmpfs holds.
+void run_on_tiny_tmpfs(const std::string& out_name, bool existing_output) {
+  const std::string inputs = env_or("BLOCKMM_SOURCE_DIR") + "/inputs";
+  ScratchDir dir("blockmm-fault");
+  const std::string mnt = dir.subdir("mnt");
+  TinyTmpfs tmpfs(mnt, 64);
+  if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs on " << mnt << " (" << tmpfs.why() << "): needs root";
+  const std::string target = mnt + "/" + out_name;
+  if (existing_output) write_text(target, kPrevious);
+  const RunResult run = run_blockmm({inputs + "/A.bin", inputs + "/B.bin", target, "--quiet"}, within(60));
+  EXPECT_EQ(run.exit_code, 4) << run.describe();
+  EXPECT_TRUE(one_error_line(run.err, {target}));
+  EXPECT_EQ(list_dir(mnt), existing_output ? std::vector<std::string>{out_name} : std::vector<std::string>{})
+      << "partial or temporary output left on the full file system";
+  if (existing_output) {
+    EXPECT_EQ(slurp(target), kPrevious) << "the existing output was changed";
+  }
+}
+
+TEST(FaultOutput, TinyTmpfsBinaryGivesExit4AndKeepsExistingOutput) { run_on_tiny_tmpfs("C.bin", true); }
+TEST(FaultOutput, TinyTmpfsHdf5GivesExit4AndLeavesNothing) { run_on_tiny_tmpfs("C.h5", false); }
+
+// ---------- signals ----------
+
+class FaultSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(FaultSignal, RemovesTemporaryAndKeepsExistingOutput) {
+  const int sig = GetParam();
+  const LongCase& inputs = LongCase::get();
+  ScratchDir dir("blockmm-fault");
+  const std::string out = dir.subdir("out");
+  const std::string target = out + "/C.bin";
+  write_text(target, kPrevious);
+  Child child([&] {
+    std::vector<std::string> argv{blockmm_bin()};
+    for (const std::string& a : inputs.args(target)) argv.push_back(a);
+    return argv;
+  }());
+  const std::string temp = wait_for_temporary(child, out, "C.bin", 12, 120);
+  ASSERT_FALSE(temp.empty()) << "the run ended before its temporary output held the header (make the case bigger)\n"
+                             << child.wait(10).describe();
+  ASSERT_EQ(::kill(child.pid(), sig), 0);
+  const Finished done = child.wait(60);
+  EXPECT_FALSE(done.timed_out) << done.describe();
+  EXPECT_EQ(done.exit_code, 128 + sig) << "expected death by signal " << sig << "\n" << done.describe();
+  EXPECT_FALSE(path_exists(temp)) << "temporary file " << temp << " left behind";
+  EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"});
+  EXPECT_EQ(slurp(target), kPrevious) << "the existing output was changed";
+}
+
+INSTANTIATE_TEST_SUITE_P(TermAndInt, FaultSignal, ::testing::Values(SIGTERM, SIGINT),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return std::string(param.param == SIGTERM ? "SIGTERM" : "SIGINT");
+                         });
+
+// ---------- unreadable inputs ----------
+
+std::string find_program(const std::vector<std::string>& candidates) {
+  for (const std::string& c : candidates)
+    if (::access(c.c_str(), X_OK) == 0) return c;
+  return "";
+}
+
+TEST(FaultInput, PathThroughDirectoryWithoutSearchPermissionGivesExit3) {
+  ScratchDir dir("blockmm-fault");
+  ::chmod(dir.path().c_str(), 0711);
+  const std::string locked = dir.subdir("locked");
+  const std::string open = dir.subdir("open");
+  const std::string out = dir.subdir("out");
+  write_small_inputs(locked + "/A.bin", open + "/B.bin");
+  ::chmod(open.c_str(), 0755);
+  ::chmod((open + "/B.bin").c_str(), 0644);
+  ::chmod(out.c_str(), 0777);
+
+  std::vector<std::string> prefix;  // how to run blockmm without the right to enter `locked`
+  if (::geteuid() != 0) {
+    ::chmod(locked.c_str(), 0);
+  } else {
+    // chmod does not stop root: run as nobody, for whom the root-owned 0700 directory is closed.
+    ::chmod(locked.c_str(), 0700);
+    const std::string setpriv = find_program({"/usr/bin/setpriv", "/bin/setpriv"});
+    const std::string runuser = find_program({"/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"});
+    if (!setpriv.empty()) {
+      prefix = {setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
+    } else if (!runuser.empty()) {
+      prefix = {runuser, "-u", "nobody", "--"};
+    } else {
+      GTEST_SKIP() << "running as root without setpriv or runuser: cannot take away read permission";
+    }
+    std::vector<std::string> probe = prefix;
+    probe.insert(probe.end(), {blockmm_bin(), "--version"});
+    const RunResult can_run = run_process(probe, within(30));
+    if (can_run.exit_code != 0)
+      GTEST_SKIP() << "user nobody cannot run " << blockmm_bin() << " here:\n" << can_run.describe();
+  }
+  std::vector<std::string> argv = prefix;
+  argv.insert(argv.end(), {blockmm_bin(), locked + "/A.bin", open + "/B.bin", out + "/C.bin", "--quiet"});
+  const RunResult run = run_process(argv, within(30));
+  EXPECT_EQ(run.exit_code, 3) << run.describe();
+  EXPECT_TRUE(one_error_line(run.err, {locked + "/A.bin", "Permission denied"}));
+  EXPECT_TRUE(list_dir(out).empty());
+}
+
+TEST(FaultInput, FifoGivesExit3WithoutWaitingForAWriter) {
+  ScratchDir dir("blockmm-fault");
+  write_small_inputs(dir / "A.bin", dir / "B.bin");
+  const std::string out = dir.subdir("out");
+  for (const bool as_b : {false, true}) {
+    const std::string fifo = dir / (as_b ? "fifo_b" : "fifo_a");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+    const RunResult run = run_blockmm({as_b ? dir / "A.bin" : fifo, as_b ? fifo : dir / "B.bin", out + "/C.bin", "--quiet"},
+                                      within(20));
+    EXPECT_FALSE(run.timed_out) << "blockmm waited for a writer on the FIFO";
+    EXPECT_EQ(run.exit_code, 3) << run.describe();
+    EXPECT_TRUE(one_error_line(run.err, {fifo, "not a regular file"}));
+    EXPECT_TRUE(list_dir(out).empty());
+  }
+}
+
+// ---------- corrupt HDF5 files on which libhdf5 itself crashes or loops ----------
+
+std::vector<std::string> mpiexec_command(int ranks);
+
+// Under the asan-ubsan preset, ASan's memcpy interceptor would report libhdf5's bad copy (libhdf5
+// itself is not instrumented) before it faults; the test is about what blockmm does when the
+// library really faults, so the interceptor steps aside (no effect on a build without ASan).
+const std::string kLetLibhdf5Fail = "ASAN_OPTIONS=" + env_or("ASAN_OPTIONS") + ":replace_intrin=0";
+
+class FaultLibhdf5 : public ::testing::TestWithParam<const char*> {};
+
+// libhdf5 1.10.8 segfaults on one file and loops forever on the other (tests/fault/data). Either
+// way blockmm gives its one-line error and exit 3 within the (here shortened) stall limit, as A
+// or as B, on one rank and on two, and leaves no file behind.
+TEST_P(FaultLibhdf5, CorruptFileGivesExit3NotACrashOrAHang) {
+  const std::string corrupt = env_or("BLOCKMM_FAULT_DATA") + "/" + GetParam();
+  ASSERT_TRUE(path_exists(corrupt)) << corrupt << " is missing";
+  ScratchDir dir("blockmm-fault");
+  write_small_inputs(dir / "A.bin", dir / "B.bin");
+  const std::string out = dir.subdir("out");
+  for (const bool as_b : {false, true}) {
+    SCOPED_TRACE(as_b ? "as B" : "as A");
+    RunOptions options = within(60);
+    options.set_env = {"BLOCKMM_LIBRARY_TIMEOUT=2", kLetLibhdf5Fail};
+    const RunResult run = run_blockmm({as_b ? dir / "A.bin" : corrupt, as_b ? corrupt : dir / "B.bin", out + "/C.h5",
+                                       "--quiet", "--threads", "1"},
+                                      options);
+    EXPECT_FALSE(run.timed_out) << run.describe();
+    EXPECT_EQ(run.exit_code, 3) << run.describe();
+    EXPECT_TRUE(one_error_line(run.err, {corrupt}));
+    EXPECT_TRUE(list_dir(out).empty());
+  }
+  std::vector<std::string> argv = mpiexec_command(2);
+  for (const std::string& a : {blockmm_bin(), corrupt, dir / "B.bin", out + "/C.bin", std::string("--quiet")})
+    argv.push_back(a);
+  Child job(argv, {"BLOCKMM_LIBRARY_TIMEOUT=2", kLetLibhdf5Fail});
+  const Finished done = job.wait(90);
+  EXPECT_FALSE(done.timed_out) << "mpirun -np 2 hung\n" << done.describe();
+  EXPECT_EQ(done.exit_code, 3) << done.describe();
+  EXPECT_NE(done.err.find("blockmm: error: " + corrupt + ": "), std::string::npos) << done.describe();
+  EXPECT_TRUE(list_dir(out).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, FaultLibhdf5, ::testing::Values("libhdf5_crashes.h5", "libhdf5_loops.h5"),
+                         [](const ::testing::TestParamInfo<const char*>& param) {
+                           return std::string(param.param).substr(8, std::string(param.param).find('.') - 8);
+                         });
+
+// ---------- headers that claim huge sizes ----------
+
+struct HugeHeader {
+  std::int32_t n, m, k;
+};
+
+class FaultHugeHeader : public ::testing::TestWithParam<HugeHeader> {};
+
+// Peak RSS of a valid run on tiny inputs, with the same executable and environment: the yardstick.
+long baseline_rss_kb() {
+  static const long rss = [] {
+    ScratchDir dir("blockmm-fault");
+    write_small_inputs(dir / "A.bin", dir / "B.bin");
+    Child child({blockmm_bin(), dir / "A.bin", dir / "B.bin", dir / "C.bin", "--quiet", "--threads", "1"});
+    const Finished done = child.wait(60);
+    if (done.exit_code != 0) throw std::runtime_error("baseline run failed: " + done.describe());
+    return done.max_rss_kb;
+  }();
+  return rss;
+}
+
+TEST_P(FaultHugeHeader, TinyFileGivesExit3QuicklyWithoutAllocating) {
+  const HugeHeader h = GetParam();
+  ScratchDir dir("blockmm-fault");
+  write_small_inputs(dir / "small.bin", dir / "unused.bin");
+  const std::string huge = dir / "huge.bin";
+  write_bytes(huge, encode_with_header(h.n, h.m, h.k, {}));
+  const std::string out = dir.subdir("out");
+  const long baseline = baseline_rss_kb();
+  for (const bool as_b : {false, true}) {
+    SCOPED_TRACE(as_b ? "as B" : "as A");
+    Child child({blockmm_bin(), as_b ? dir / "small.bin" : huge, as_b ? huge : dir / "small.bin", out + "/C.bin",
+                 "--quiet", "--threads", "1"});
+    const Finished done = child.wait(30);
+    EXPECT_EQ(done.exit_code, 3) << done.describe();
+    EXPECT_TRUE(one_error_line(done.err, {huge, "truncated", "needs", "file has 12"}));
+    EXPECT_LT(done.seconds, 10) << done.describe();
+    // Nothing sized from the header: the run stays within a few MB of a tiny valid run.
+    EXPECT_LT(done.max_rss_kb, baseline + 16 * 1024) << "baseline " << baseline << " KB\n" << done.describe();
+    std::cout << "[ info ] header n = " << h.n << ", m = " << h.m << ", k = " << h.k << (as_b ? " as B" : " as A")
+              << ": exit " << done.exit_code << " in " << done.seconds << " s, peak RSS " << done.max_rss_kb
+              << " KB (tiny valid run: " << baseline << " KB)\n";
+    EXPECT_TRUE(list_dir(out).empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Claims, FaultHugeHeader,
+                         ::testing::Values(HugeHeader{1 << 30, 8, 2147483647},         // k near 2^31
+                                           HugeHeader{1 << 30, 1 << 15, 1 << 30},      // m = 2^15: 2 GB records
+                                           HugeHeader{2147483647, 1, 2147483647},      // n = 2^31 - 1, m = 1
+                                           HugeHeader{46341 * 46340, 46341, 46340 * 46340}),  // 2 m^2 > 2^32
+                         [](const ::testing::TestParamInfo<HugeHeader>& param) {
+                           return "n" + std::to_string(param.param.n) + "_m" + std::to_string(param.param.m) + "_k" +
+                                  std::to_string(param.param.k);
+                         });
+
+// n = m = 2^31 - 1 and no blocks: a consistent 12-byte file, but one output record would need
+// 8 + 4 m^2 > 2^63 bytes, which no size in the program can hold (it overflowed, undefined).
+TEST(FaultHugeHeader, BlockTooLargeForAnyRecordGivesExit3) {
+  ScratchDir dir("blockmm-fault");
+  const std::string huge = dir / "huge_m.bin";
+  write_bytes(huge, encode_with_header(2147483647, 2147483647, 0, {}));
+  const std::string out = dir.subdir("out");
+  const RunResult run = run_blockmm({huge, huge, out + "/C.bin", "--quiet"}, within(30));
+  EXPECT_EQ(run.exit_code, 3) << run.describe();
+  EXPECT_TRUE(one_error_line(run.err, {huge, "m = 2147483647", "too large"}));
+  EXPECT_TRUE(list_dir(out).empty());
+}
+
+// An HDF5 file of a few KB whose datasets were declared but never written: /indptr claims
+// 2^28 + 1 entries (2 GB of fill values). It must be refused before anything is allocated.
+void write_unwritten_bsr(const std::string& path, std::int64_t p) {
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  const auto int_attr = [&](const char* name, std::int64_t value) {
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t attr = H5Acreate2(file, name, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attr, H5T_NATIVE_INT64, &value);
+    H5Aclose(attr);
+    H5Sclose(space);
+  };
+  {
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 11);
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t attr = H5Acreate2(file, "format", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attr, type, "blockmm-bsr");
+    H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+  }
+  int_attr("version", 1);
+  int_attr("n", p);
+  int_attr("m", 1);
+  int_attr("nnzb", 0);
+  const auto dataset = [&](const char* name, hid_t type, std::vector<hsize_t> dims) {
+    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    const hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_alloc_time(plist, H5D_ALLOC_TIME_LATE);  // declared, never written: no storage
+    const hid_t set = H5Dcreate2(file, name, type, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    H5Dclose(set);
+    H5Pclose(plist);
+    H5Sclose(space);
+  };
+  dataset("indptr", H5T_STD_I64LE, {static_cast<hsize_t>(p + 1)});
+  dataset("indices", H5T_STD_I32LE, {0});
+  dataset("data", H5T_STD_U16LE, {0, 1, 1});
+  ASSERT_GE(H5Fclose(file), 0);
+}
+
+TEST(FaultHugeHeader, Hdf5DatasetsDeclaredButNeverWrittenGiveExit3) {
+  ScratchDir dir("blockmm-fault");
+  const std::string huge = dir / "huge.h5";
+  write_unwritten_bsr(huge, std::int64_t{1} << 28);
+  write_small_inputs(dir / "small.bin", dir / "unused.bin");
+  const std::string out = dir.subdir("out");
+  const long baseline = baseline_rss_kb();
+  Child child({blockmm_bin(), huge, dir / "small.bin", out + "/C.bin", "--quiet", "--threads", "1"});
+  const Finished done = child.wait(60);
+  EXPECT_EQ(done.exit_code, 3) << done.describe();
+  EXPECT_TRUE(one_error_line(done.err, {huge, "/indptr", "stores 0"}));
+  EXPECT_LT(done.seconds, 10) << done.describe();
+  EXPECT_LT(done.max_rss_kb, baseline + 16 * 1024) << "baseline " << baseline << " KB\n" << done.describe();
+  struct stat st {};
+  ::stat(huge.c_str(), &st);
+  std::cout << "[ info ] " << st.st_size << "-byte HDF5 file: exit "
+            << done.exit_code << " in " << done.seconds << " s, peak RSS " << done.max_rss_kb << " KB\n";
+  EXPECT_TRUE(list_dir(out).empty());
+}
+
+// ---------- MPI: a rank killed, mpirun terminated ----------
+
+std::vector<std::string> mpiexec_command(int ranks) {
+  std::vector<std::string> argv{env_or("BLOCKMM_MPIEXEC", "mpiexec"), "-n", std::to_string(ranks)};
+  std::istringstream flags(env_or("BLOCKMM_MPIEXEC_FLAGS"));
+  for (std::string f; flags >> f;) argv.push_back(f);
+  return argv;
+}
+
+// Pids of live processes whose environment holds `tag` (and `rank_var` when given).
+std::vector<pid_t> tagged_processes(const std::string& tag, const std::string& rank_var = "") {
+  std::vector<pid_t> pids;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (const dirent* e = ::readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    const std::string env = slurp("/proc/" + std::string(e->d_name) + "/environ");
+    bool has_tag = false, has_rank = rank_var.empty();
+    for (std::size_t at = 0; at < env.size();) {
+      const std::size_t end = env.find('\0', at);
+      const std::string var = env.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      has_tag |= var == tag;
+      has_rank |= var == rank_var;
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+    if (has_tag && has_rank) pids.push_back(pid);
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+// Every process of the job gone within `timeout` seconds (zombies have no environ and count as gone).
+bool all_gone(const std::string& tag, double timeout) {
+  const auto begin = Clock::now();
+  while (!tagged_processes(tag).empty()) {
+    if (since(begin) > timeout) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+std::string unique_tag() {
+  std::random_device rd;
+  return "BLOCKMM_FAULT_TAG=" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+}
+
+class FaultMpi : public ::testing::TestWithParam<int> {};
+
+// mpirun -np 3; once the run writes its output, rank `victim` is SIGKILLed. mpirun then ends the
+// others (SIGTERM, and SIGKILL a second later): their handlers must remove the temporary file.
+TEST_P(FaultMpi, RankKilledMidRunLeavesNothingAndDoesNotHang) {
+  const int victim = GetParam();
+  const LongCase& inputs = LongCase::get();
+  ScratchDir dir("blockmm-fault");
+  const std::string out = dir.subdir("out");
+  const std::string target = out + "/C.bin";
+  write_text(target, kPrevious);
+  const std::string tag = unique_tag();
+  std::vector<std::string> argv = mpiexec_command(3);
+  argv.push_back(blockmm_bin());
+  for (const std::string& a : inputs.args(target)) argv.push_back(a);
+  Child job(argv, {tag});
+  const std::string temp = wait_for_temporary(job, out, "C.bin", 12, 180);
+  ASSERT_FALSE(temp.empty()) << "the job ended before its temporary output held the header\n" << job.wait(10).describe();
+  const std::vector<pid_t> ranks = tagged_processes(tag, "OMPI_COMM_WORLD_RANK=" + std::to_string(victim));
+  ASSERT_EQ(ranks.size(), 1u) << "cannot find rank " << victim << "'s process";
+  ASSERT_EQ(::kill(ranks[0], SIGKILL), 0);
+  const Finished done = job.wait(90);
+  EXPECT_FALSE(done.timed_out) << "the job hung after a rank died\n" << done.describe();
+  EXPECT_NE(done.exit_code, 0) << done.describe();
+  EXPECT_TRUE(all_gone(tag, 30)) << "ranks outlived mpirun";
+  EXPECT_FALSE(path_exists(temp)) << "temporary file " << temp << " left behind\n" << done.describe();
+  EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"}) << done.describe();
+  EXPECT_EQ(slurp(target), kPrevious) << "the existing output was changed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Victims, FaultMpi, ::testing::Values(0, 2),
+                         [](const ::testing::TestParamInfo<int>& param) { return "Rank" + std::to_string(param.param); });
+
+// SIGTERM to mpirun itself (a batch system's time limit, say): mpirun ends the ranks with SIGCONT
+// and SIGTERM (SIGKILL a second later). The ranks are stopped first so that they cannot finish
+// before that; but mpirun sometimes waits a second between its SIGCONT and its SIGTERM, and a
+// fast machine then completes the run: a whole, committed output is correct too. Never a partial
+// output or a temporary file.
+TEST(FaultMpiLauncher, MpirunTerminatedLeavesNothing) {
+  const LongCase& inputs = LongCase::get();
+  ScratchDir dir("blockmm-fault");
+  const std::string out = dir.subdir("out");
+  const std::string target = out + "/C.bin";
+  const std::string tag = unique_tag();
+  std::vector<std::string> argv = mpiexec_command(2);
+  argv.push_back(blockmm_bin());
+  for (const std::string& a : inputs.args(target)) argv.push_back(a);
+  Child job(argv, {tag});
+  const std::string temp = wait_for_temporary(job, out, "C.bin", 12, 180);
+  ASSERT_FALSE(temp.empty()) << "the job ended before its temporary output held the header\n" << job.wait(10).describe();
+  const std::vector<pid_t> ranks = tagged_processes(tag, "OMPI_COMM_WORLD_SIZE=2");
+  ASSERT_EQ(ranks.size(), 2u) << "cannot find the ranks' processes";
+  for (pid_t rank : ranks) ASSERT_EQ(::kill(rank, SIGSTOP), 0);
+  ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+  const Finished done = job.wait(90);
+  EXPECT_FALSE(done.timed_out) << done.describe();
+  EXPECT_NE(done.exit_code, 0) << done.describe();
+  EXPECT_TRUE(all_gone(tag, 30)) << "ranks outlived mpirun";
+  EXPECT_FALSE(path_exists(temp)) << "temporary file " << temp << " left behind\n" << done.describe();
+  if (path_exists(target)) {
+    OutputRecords product;
+    EXPECT_EQ(load(target, product), "") << "a partial output was committed";
+    EXPECT_GT(product.size(), 0);
+    EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"});
+    std::cout << "[ info ] the ranks finished before mpirun ended them: whole output committed\n";
+  } else {
+    EXPECT_EQ(list_dir(out), std::vector<std::string>{}) << done.describe();
+  }
+}
+
+}  // namespace
+}  // namespace blockmm::e2e
