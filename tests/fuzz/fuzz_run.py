@@ -50,9 +50,32 @@ def first_trace(report):
     return frames
 
 
+UNSYMBOLIZED = re.compile(r"^\s*\((/[^+)]+)\+(0x[0-9a-f]+)\)")
+_names = {}
+
+
+def symbolize(frame):
+    """`frame` with a function name: where the sanitizer found no llvm-symbolizer (a machine with
+    only the built binary), "(binary+0xoffset)" frames are named with addr2line, so that the
+    sanitizer's own interceptors linked into the target are still told apart from blockmm."""
+    match = UNSYMBOLIZED.match(frame)
+    if not match:
+        return frame
+    key = (match.group(1), match.group(2))
+    if key not in _names:
+        try:
+            out = subprocess.run(["addr2line", "-f", "-C", "-e", key[0], key[1]], capture_output=True, text=True,
+                                 timeout=30).stdout.split("\n")
+            _names[key] = out[0].strip() if out and out[0].strip() not in ("", "??") else ""
+        except (OSError, subprocess.SubprocessError):
+            _names[key] = ""
+    return f"in {_names[key]} {frame.strip()}" if _names[key] else frame
+
+
 def culprit(report):
     """The first frame of the report's first stack trace that is not runtime, or None."""
     for frame in first_trace(report):
+        frame = symbolize(frame)
         if not RUNTIME.search(frame):
             return frame
     return None
