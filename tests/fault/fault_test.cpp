@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -26,7 +25,6 @@
 
 #include "cli/harness/harness.hpp"
 
-extern char** environ;
 
 namespace blockmm::e2e {
 namespace {
@@ -67,39 +65,10 @@ class Child {
  public:
   Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {})
       : capture_("blockmm-fault-capture"), start_(Clock::now()) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry(*e);
-      bool replaced = false;
-      for (const std::string& x : extra_env) replaced |= entry.rfind(x.substr(0, x.find('=') + 1), 0) == 0;
-      if (!replaced) env.push_back(entry);
-    }
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
-    std::vector<char*> envp;
-    for (std::string& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> args = argv;
-    std::vector<char*> argp;
-    for (std::string& s : args) argp.push_back(s.data());
-    argp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, (capture_ / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&actions, 2, (capture_ / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    posix_spawnattr_setpgroup(&attr, 0);
-    sigset_t all, none;
-    sigfillset(&all);
-    sigemptyset(&none);
-    posix_spawnattr_setsigdefault(&attr, &all);  // no SIG_IGN inherited for SIGINT (background shells set it)
-    posix_spawnattr_setsigmask(&attr, &none);
-    const int rc = ::posix_spawnp(&pid_, argp[0], &actions, &attr, argp.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+    RunOptions options;
+    options.strip_launcher_env = false;
+    options.set_env = extra_env;
+    pid_ = spawn_process(argv, options, capture_ / "out", capture_ / "err");
   }
   ~Child() {
     if (!reaped_) {

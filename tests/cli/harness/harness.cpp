@@ -91,13 +91,9 @@ std::string RunResult::describe() const {
   return s.str();
 }
 
-RunResult run_process(const std::vector<std::string>& argv, const RunOptions& options) {
-  if (argv.empty()) fail("run_process: empty argv");
-  // Captures live in their own directory, never beside the files under test.
-  ScratchDir capture("blockmm-capture");
-  const std::string out_path = capture / "stdout";
-  const std::string err_path = capture / "stderr";
-
+pid_t spawn_process(const std::vector<std::string>& argv, const RunOptions& options, const std::string& out_path,
+                    const std::string& err_path) {
+  if (argv.empty()) fail("spawn_process: empty argv");
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -126,15 +122,31 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
   if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // own group: a timeout kills all of it
+  // Own group, so that a deadline kills all of it; default dispositions and no blocked signals,
+  // so that a test may signal the child even when started from a shell that ignores SIGINT.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
 
-  const auto start = std::chrono::steady_clock::now();
   pid_t pid = 0;
   const int rc = ::posix_spawnp(&pid, argp[0], &actions, &attr, argp.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) fail("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+RunResult run_process(const std::vector<std::string>& argv, const RunOptions& options) {
+  // Captures live in their own directory, never beside the files under test.
+  ScratchDir capture("blockmm-capture");
+  const std::string out_path = capture / "stdout";
+  const std::string err_path = capture / "stderr";
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = spawn_process(argv, options, out_path, err_path);
 
   RunResult result;
   int status = 0;

@@ -3,6 +3,8 @@
 // project's own readers, and computes the product with an oracle independent of src/kernels.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -58,7 +60,13 @@ struct RunOptions {
   std::vector<std::string> set_env;  // "NAME=value"
 };
 
-// Runs argv[0] (an absolute path, or a name looked up in PATH) with the arguments.
+// Starts argv[0] (an absolute path, or a name looked up in PATH) in its own process group: stdin
+// from /dev/null, stdout and stderr into the given files, the environment as `options` says
+// (timeout_seconds is the caller's to enforce). Returns the pid.
+pid_t spawn_process(const std::vector<std::string>& argv, const RunOptions& options, const std::string& out_path,
+                    const std::string& err_path);
+
+// Runs argv[0] with the arguments to its end or its deadline.
 RunResult run_process(const std::vector<std::string>& argv, const RunOptions& options = {});
 
 // Runs blockmm with `args`.
