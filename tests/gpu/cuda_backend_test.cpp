@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
@@ -25,18 +28,35 @@ class CudaBackend : public ::testing::Test {
   void TearDown() override {
     unsetenv("BLOCKMM_CUDA_GENERIC");
     unsetenv("BLOCKMM_CUDA_DENSE");
+    unsetenv("BLOCKMM_CUDA_DENSE_TYPE");
   }
 };
 
+// Runs `body` once for each encoding of the dense path (int8 byte planes, the default for
+// n <= 131056, and float64), with the dense path forced.
+template <typename Body>
+void for_each_dense_encoding(Body&& body) {
+  setenv("BLOCKMM_CUDA_DENSE", "1", 1);
+  for (const char* encoding : {"int8", "f64"}) {
+    SCOPED_TRACE(std::string("dense ") + encoding);
+    setenv("BLOCKMM_CUDA_DENSE_TYPE", encoding, 1);
+    body(std::string(encoding == std::string("int8") ? "int8 byte-plane" : "float64"));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// `path`, when given, must appear in the backend's description of the run (which dense path ran).
 void expect_same(const InputRecords& a, const InputRecords& b, const std::string& what, std::int64_t chunk_bytes,
-                 std::int64_t budget = 0) {
+                 std::int64_t budget = 0, const std::string& path = "") {
   const ProductRun expected = multiply(a, b, BackendKind::reference);
   const ProductRun actual = multiply(a, b, BackendKind::cuda, chunk_bytes, budget);
   ASSERT_TRUE(expected.output.bytes == actual.output.bytes)
       << what << ": " << compare_outputs(expected.output, actual.output);
+  if (!path.empty() && expected.pattern.tiles() > 0)
+    EXPECT_NE(actual.device.find(path), std::string::npos) << what << ": ran on " << actual.device;
 }
 
-void random_cases(int cases, std::uint64_t seed, std::int32_t max_block_rows) {
+void random_cases(int cases, std::uint64_t seed, std::int32_t max_block_rows, const std::string& path = "") {
   std::mt19937_64 rng(seed);
   for (int c = 0; c < cases; ++c) {
     const RandomSpec spec = random_spec(rng, max_block_rows);
@@ -44,7 +64,7 @@ void random_cases(int cases, std::uint64_t seed, std::int32_t max_block_rows) {
     const InputRecords b = c % 5 == 0 ? a : random_blocks(spec, rng);
     // Every third case with one-tile chunks: many chunks through the pipeline.
     expect_same(a, b, "case " + std::to_string(c) + " n=" + std::to_string(spec.n) + " m=" + std::to_string(spec.m),
-                c % 3 == 0 ? 1 : std::int64_t{256} << 20);
+                c % 3 == 0 ? 1 : std::int64_t{256} << 20, 0, path);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
@@ -57,42 +77,69 @@ TEST_F(CudaBackend, GenericKernelMatchesReferenceOnRandomCases) {
 }
 
 TEST_F(CudaBackend, DenseTilesMatchReferenceOnRandomCases) {
-  setenv("BLOCKMM_CUDA_DENSE", "1", 1);
-  random_cases(200, 1999, 32);
+  for_each_dense_encoding([](const std::string& path) { random_cases(200, 1999, 32, path); });
 }
 
 TEST_F(CudaBackend, DenseTilesSaturateExactly) {
-  setenv("BLOCKMM_CUDA_DENSE", "1", 1);
-  std::mt19937_64 rng(31);
-  for (std::int32_t m : {1, 4, 8, 5}) {
-    RandomSpec spec;
-    spec.m = m;
-    spec.n = m * 40;
-    spec.density = 1.0;
-    spec.max_value = 65535;
-    spec.zero_value_fraction = 0.97;  // some sums stay below 2^32, most saturate
-    const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
-    expect_same(a, b, "dense saturation m=" + std::to_string(m), std::int64_t{256} << 20);
-  }
+  for_each_dense_encoding([](const std::string& path) {
+    std::mt19937_64 rng(31);
+    for (std::int32_t m : {1, 4, 8, 5}) {
+      RandomSpec spec;
+      spec.m = m;
+      spec.n = m * 40;
+      spec.density = 1.0;
+      spec.max_value = 65535;
+      spec.zero_value_fraction = 0.97;  // some sums stay below 2^32, most saturate
+      const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+      expect_same(a, b, "dense saturation m=" + std::to_string(m), std::int64_t{256} << 20, 0, path);
+    }
+  });
+}
+
+// Every value at 65535 (both bytes 255: the largest byte products) or 0, and n not a multiple
+// of the int8 planes' padding: the exact sums near 2^32, on either side of saturation.
+TEST_F(CudaBackend, DenseTilesAtTheSaturationEdge) {
+  for_each_dense_encoding([](const std::string& path) {
+    for (std::int32_t m : {1, 3, 8}) {
+      // n such that a full row times a full column sums n * 65535^2: just below and above 2^32.
+      for (const std::int64_t blocks_per_row : {std::int64_t{1}, std::int64_t{2}}) {
+        const std::int32_t n = m * 37;
+        std::vector<std::tuple<int, int, std::vector<std::uint16_t>>> a_blocks, b_blocks;
+        for (int i = 0; i < n / m; ++i)
+          for (int j = 0; j < blocks_per_row; ++j) {
+            std::vector<std::uint16_t> values(static_cast<std::size_t>(m) * m, 65535);
+            values[static_cast<std::size_t>(i % (m * m))] = 0;
+            a_blocks.emplace_back(i, (i + j) % (n / m), values);
+            b_blocks.emplace_back((i + j) % (n / m), i, values);
+          }
+        expect_same(make_records(n, m, a_blocks), make_records(n, m, b_blocks),
+                    "edge m=" + std::to_string(m) + " blocks/row=" + std::to_string(blocks_per_row),
+                    std::int64_t{256} << 20, 0, path);
+      }
+    }
+  });
 }
 
 TEST_F(CudaBackend, DenseTilesUnderATinyBudgetSplitColumnsAndRows) {
-  setenv("BLOCKMM_CUDA_DENSE", "1", 1);
-  std::mt19937_64 rng(17);
-  RandomSpec spec;
-  spec.n = 4 * 250;
-  spec.m = 4;
-  spec.density = 0.3;
-  spec.max_value = 65535;
-  spec.empty_row_fraction = 0.2;
-  spec.empty_col_fraction = 0.2;
-  const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
-  const ProductRun reference = multiply(a, b, BackendKind::reference);
-  // Inputs plus about 3 MiB: B's 8 MB dense width cannot stay resident, so columns are tiled.
-  const std::int64_t inputs = (a.size() + b.size()) * 48 + 2 * 251 * 4;
-  const ProductRun tiled = multiply(a, b, BackendKind::cuda, std::int64_t{64} << 10, inputs + (std::int64_t{3} << 20));
-  EXPECT_GT(tiled.chunks, 4);
-  ASSERT_TRUE(reference.output.bytes == tiled.output.bytes) << compare_outputs(reference.output, tiled.output);
+  for_each_dense_encoding([](const std::string& path) {
+    std::mt19937_64 rng(17);
+    RandomSpec spec;
+    spec.n = 4 * 250;
+    spec.m = 4;
+    spec.density = 0.3;
+    spec.max_value = 65535;
+    spec.empty_row_fraction = 0.2;
+    spec.empty_col_fraction = 0.2;
+    const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+    const ProductRun reference = multiply(a, b, BackendKind::reference);
+    // Inputs plus about 3 MiB: B's dense width (8 MB as float64, 2 MB as int8 planes) cannot stay
+    // resident in a quarter of that, so columns are tiled.
+    const std::int64_t inputs = (a.size() + b.size()) * 48 + 2 * 251 * 4;
+    const ProductRun tiled = multiply(a, b, BackendKind::cuda, std::int64_t{64} << 10, inputs + (std::int64_t{3} << 20));
+    EXPECT_GT(tiled.chunks, 4);
+    EXPECT_NE(tiled.device.find(path), std::string::npos) << tiled.device;
+    ASSERT_TRUE(reference.output.bytes == tiled.output.bytes) << compare_outputs(reference.output, tiled.output);
+  });
 }
 
 TEST_F(CudaBackend, LargeBlocksUseTheGenericKernel) {

@@ -42,7 +42,9 @@ ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::Backe
   kernels::NumericOptions options;
   options.chunk_bytes = chunk_bytes;
   options.device_memory_budget = device_budget;
-  run.chunks = backend->numeric(ops, run.pattern, sink, options).chunks;
+  const kernels::NumericReport report = backend->numeric(ops, run.pattern, sink, options);
+  run.chunks = report.chunks;
+  run.device = report.device;
   return run;
 }
 

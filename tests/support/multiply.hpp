@@ -1,6 +1,8 @@
 // In-process single-rank product through the real partition and kernel code, for unit tests.
 #pragma once
 
+#include <string>
+
 #include "core/block_matrix.hpp"
 #include "kernels/backend.hpp"
 
@@ -10,6 +12,7 @@ struct ProductRun {
   TilePattern pattern;
   OutputRecords output;  // records in the order the backend emitted them
   std::int64_t chunks = 0;
+  std::string device;  // the backend's description of where it ran (NumericReport::device)
 };
 
 // C = A x B on one rank with `kind`; chunk_bytes small values force many chunks.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace blockmm::testing {
@@ -54,6 +56,23 @@ RandomSpec random_spec(std::mt19937_64& rng, std::int32_t max_block_rows) {
   spec.empty_col_fraction = unit(rng) < 0.5 ? 0.0 : 0.3;
   spec.shuffle = unit(rng) < 0.8;
   return spec;
+}
+
+InputRecords make_records(std::int32_t n, std::int32_t m,
+                          const std::vector<std::tuple<int, int, std::vector<std::uint16_t>>>& blocks) {
+  InputRecords r;
+  r.shape = {n, m};
+  r.bytes.resize(blocks.size() * static_cast<std::size_t>(r.stride()));
+  for (std::size_t q = 0; q < blocks.size(); ++q) {
+    const auto& [i, j, values] = blocks[q];
+    if (static_cast<std::int64_t>(values.size()) != std::int64_t{m} * m)
+      throw std::invalid_argument("make_records: block of " + std::to_string(values.size()) + " values for m = " +
+                                  std::to_string(m));
+    std::byte* rec = r.record(static_cast<std::int64_t>(q));
+    set_record_index(rec, i, j);
+    std::memcpy(rec + 8, values.data(), values.size() * 2);
+  }
+  return r;
 }
 
 }  // namespace blockmm::testing

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <random>
+#include <tuple>
+#include <vector>
 
 #include "core/block_matrix.hpp"
 
@@ -21,6 +23,10 @@ struct RandomSpec {
 };
 
 InputRecords random_blocks(const RandomSpec& spec, std::mt19937_64& rng);
+
+// Fixed cases: records of the given (block-row, block-column, m*m values) in that order.
+InputRecords make_records(std::int32_t n, std::int32_t m,
+                          const std::vector<std::tuple<int, int, std::vector<std::uint16_t>>>& blocks);
 
 // A random spec covering the awkward cases: m in 1..32 (odd too), n not a power of two,
 // empty rows and columns, zero blocks, values near 65535 so that saturation fires.

@@ -20,12 +20,16 @@ class CublasLibrary {
   using SetMathMode = cublasStatus_t (*)(cublasHandle_t, cublasMath_t);
   using Dgemm = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                    const double*, const double*, int, const double*, int, const double*, double*, int);
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                    const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 
   Create create = nullptr;
   Destroy destroy = nullptr;
   SetStream set_stream = nullptr;
   SetMathMode set_math_mode = nullptr;
   Dgemm dgemm = nullptr;
+  GemmEx gemm_ex = nullptr;
 
   // Throws ResourceError (exit 5) when cuBLAS cannot be loaded.
   static const CublasLibrary& get() {
@@ -50,7 +54,8 @@ class CublasLibrary {
     set_stream = reinterpret_cast<SetStream>(::dlsym(handle_, "cublasSetStream_v2"));
     set_math_mode = reinterpret_cast<SetMathMode>(::dlsym(handle_, "cublasSetMathMode"));
     dgemm = reinterpret_cast<Dgemm>(::dlsym(handle_, "cublasDgemm_v2"));
-    if (!create || !destroy || !set_stream || !set_math_mode || !dgemm) {
+    gemm_ex = reinterpret_cast<GemmEx>(::dlsym(handle_, "cublasGemmEx"));
+    if (!create || !destroy || !set_stream || !set_math_mode || !dgemm || !gemm_ex) {
       error_ = name + " lacks an expected symbol";
       handle_ = nullptr;
     }

@@ -129,7 +129,8 @@ unsigned int grid_for(std::int64_t items) {
                           std::to_string(static_cast<int>(blockmm_blas_rc_)));                        \
   } while (0)
 
-// C [rows x cols] = A [rows x k] * B [k x cols], float64, column-major, on one stream.
+// Dense products on one stream: float64 (column-major, C = A B) and int8 with int32
+// accumulation (C = A^T B, A stored K x rows: the layout int8 tensor-core GEMMs take).
 class CublasHandle {
  public:
   explicit CublasHandle(cudaStream_t stream) : blas_(cuda::CublasLibrary::get()) {
@@ -145,11 +146,19 @@ class CublasHandle {
     const double one = 1.0, zero = 0.0;
     BLOCKMM_CUBLAS_CHECK(blas_.dgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, k, &one, a, rows, b, k, &zero, c, rows));
   }
+  void multiply(int rows, int cols, int k, const std::int8_t* a, const std::int8_t* b, std::int32_t* c) {
+    const std::int32_t one = 1, zero = 0;
+    BLOCKMM_CUBLAS_CHECK(blas_.gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, rows, cols, k, &one, a, CUDA_R_8I, k, b,
+                                       CUDA_R_8I, k, &zero, c, CUDA_R_32I, rows, CUBLAS_COMPUTE_32I,
+                                       CUBLAS_GEMM_DEFAULT));
+  }
 
  private:
   const cuda::CublasLibrary& blas_;
   cublasHandle_t handle_ = nullptr;
 };
+
+enum class DenseEncoding { int8_planes, float64 };
 
 // Waits for both streams on every exit path, so buffers are never freed under running work.
 struct StreamDrain {
@@ -241,8 +250,10 @@ class CudaBackend final : public Backend {
     params.zero_tiles = d_zero_tiles.get();
 
     if (use_dense_path(ops, pattern)) {
-      report.device += ", dense float64 tiles (cuBLAS)";
-      numeric_dense(ops, pattern, sink, options, room, params, compute, copy, report);
+      const DenseEncoding encoding = dense_encoding(a.shape.n);
+      report.device += encoding == DenseEncoding::int8_planes ? ", dense int8 byte-plane tiles (cuBLAS)"
+                                                              : ", dense float64 tiles (cuBLAS)";
+      numeric_dense(ops, pattern, sink, options, room, params, encoding, compute, copy, report);
     } else {
       numeric_sparse(ops, pattern, sink, options, room, params, compute, copy, report);
     }
@@ -356,11 +367,12 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // Dense path: panels of A and B expanded to float64 tiles, multiplied by cuBLAS, and the
+  // Dense path: panels of A and B expanded to dense tiles (int8 byte planes, or float64 where n
+  // is too large for the planes' int32 sums: dense_kernels.cuh), multiplied by cuBLAS, and the
   // pattern's tiles gathered back. Chunks are runs of whole block-rows.
   void numeric_dense(const Operands& ops, const TilePattern& pattern, RecordSink& sink, const NumericOptions& options,
-                     std::int64_t room, const cuda::TileParams& params, const Stream& compute, const Stream& copy,
-                     NumericReport& report) {
+                     std::int64_t room, const cuda::TileParams& params, DenseEncoding encoding, const Stream& compute,
+                     const Stream& copy, NumericReport& report) {
     const BlockMatrix& a = ops.a;
     const BlockMatrix& b = ops.b;
     const int m = a.shape.m;
@@ -368,18 +380,30 @@ class CudaBackend final : public Backend {
     const std::int32_t p = a.shape.block_rows();
     const std::int32_t rows = a.rows_held();
     const std::int64_t stride = record_bytes<std::uint32_t>(m);
+    const bool planes = encoding == DenseEncoding::int8_planes;
+    const auto padded = [&](std::int64_t x) { return planes ? cuda::pad_to_planes(x) : x; };
 
-    // Tile sizes: at most a quarter of the room each for the A tile [ti x n] and the B tile
-    // [n x tj]; A tiles at most 8192 rows (cuBLAS is at full speed well before that). When B's
-    // whole width fits, it is expanded once and stays resident for every chunk.
+    // Tile sizes: at most a quarter of the room each for the A tile [ti x n], the B tile
+    // [n x tj] and the product; A tiles at most 8192 rows (cuBLAS is at full speed well before
+    // that). When B's whole width fits, it is expanded once and stays resident for every chunk.
     // The columns of every tile and the work units (at most one a tile) are resident too.
-    const std::int64_t quarter = (room - pattern.tiles() * 20) / 4;
-    const std::int32_t cols_per_tile = static_cast<std::int32_t>(std::min<std::int64_t>(p, quarter / (n * 8 * m)));
-    if (cols_per_tile < 1) throw budget_error(room, 4 * n * 8 * m + pattern.tiles() * 20);
+    const std::int64_t k_pitch = padded(n);
+    const std::int64_t vector_bytes = planes ? 2 * k_pitch : 8 * n;  // an A tile row, a B tile column
+    const std::int64_t product_bytes = planes ? 16 : 8;               // per output element
+    const std::int64_t pad = planes ? cuda::kPlanePad : 0;
+    const std::int64_t sums_bytes = planes ? 8 * (padded(8192) + k_pitch) : 0;
+    const std::int64_t reserved = pattern.tiles() * 20 + sums_bytes;
+    const std::int64_t quarter = (room - reserved) / 4;
+    const std::int64_t least = 4 * vector_bytes * (m + pad) + reserved;
+    const std::int32_t cols_per_tile =
+        static_cast<std::int32_t>(std::min<std::int64_t>(p, (quarter / vector_bytes - pad) / m));
+    if (cols_per_tile < 1) throw budget_error(room, least);
+    const std::int64_t tile_cols_max = static_cast<std::int64_t>(cols_per_tile) * m;
     const std::int32_t max_rows_per_tile = static_cast<std::int32_t>(std::min<std::int64_t>(
-        {std::max<std::int64_t>(1, 8192 / m), quarter / (n * 8 * m), quarter / (std::int64_t{cols_per_tile} * m * 8 * m)}));
+        {std::max<std::int64_t>(1, 8192 / m), (quarter / vector_bytes - pad) / m,
+         (quarter / (product_bytes * padded(tile_cols_max)) - pad) / m}));
     const bool b_resident = cols_per_tile == p;
-    if (max_rows_per_tile < 1) throw budget_error(room, 4 * n * 8 * m + pattern.tiles() * 20);
+    if (max_rows_per_tile < 1) throw budget_error(room, least);
     const std::int64_t chunk_tiles = std::max<std::int64_t>(1, std::min(options.chunk_bytes, room / 4) / (2 * stride));
 
     // Chunks: runs of rows with at most chunk_tiles tiles (or one row) and max_rows_per_tile rows.
@@ -394,10 +418,17 @@ class CudaBackend final : public Backend {
     }
     chunk_row.push_back(rows);
     const std::int64_t tile_rows_max = static_cast<std::int64_t>(max_rows_per_tile) * m;
-    const std::int64_t tile_cols_max = static_cast<std::int64_t>(cols_per_tile) * m;
-    DeviceArray<double> d_a(static_cast<std::size_t>(tile_rows_max * n));
-    DeviceArray<double> d_b(static_cast<std::size_t>(n * tile_cols_max));
-    DeviceArray<double> d_c(static_cast<std::size_t>(tile_rows_max * tile_cols_max));
+    const auto count = [](std::int64_t x) { return static_cast<std::size_t>(x); };
+    // float64 tiles, or int8 planes [A_hi; A_lo] (2 padded rows, each k_pitch long), [B_hi, B_lo]
+    // and their int32 product with its four quadrants; only one set is allocated.
+    DeviceArray<double> d_a(planes ? 0 : count(tile_rows_max * n));
+    DeviceArray<double> d_b(planes ? 0 : count(n * tile_cols_max));
+    DeviceArray<double> d_c(planes ? 0 : count(tile_rows_max * tile_cols_max));
+    DeviceArray<std::int8_t> d_a8(planes ? count(2 * padded(tile_rows_max) * k_pitch) : 0);
+    DeviceArray<std::int8_t> d_b8(planes ? count(2 * padded(tile_cols_max) * k_pitch) : 0);
+    DeviceArray<std::int32_t> d_c32(planes ? count(4 * padded(tile_rows_max) * padded(tile_cols_max)) : 0);
+    DeviceArray<std::int32_t> d_a_sums(planes ? count(2 * padded(tile_rows_max)) : 0);
+    DeviceArray<std::int32_t> d_b_sums(planes ? count(2 * padded(tile_cols_max)) : 0);
     // Every (chunk, column tile)'s work units, and every tile's column, go up once: copies
     // from pageable memory inside the loop would wait for the stream and stall the pipeline.
     const std::int32_t col_tiles = (p + cols_per_tile - 1) / cols_per_tile;
@@ -423,40 +454,94 @@ class CudaBackend final : public Backend {
     CublasHandle blas(compute.get());
     bool b_expanded = false;
 
+    // The encoding of value 0 (-128) for the n real entries of `vectors` plane vectors, 0 for
+    // their padding (which then adds nothing to the product or the sums).
+    const auto clear_planes = [&](std::int8_t* planes_data, std::int64_t vectors) {
+      BLOCKMM_CUDA_CHECK(cudaMemsetAsync(planes_data, 0x80, count(vectors * k_pitch), compute.get()));
+      if (k_pitch > n)
+        BLOCKMM_CUDA_CHECK(cudaMemset2DAsync(planes_data + n, count(k_pitch), 0, count(k_pitch - n), count(vectors),
+                                             compute.get()));
+    };
+
     run_pipeline(chunks, stride, sink, options, compute, copy, report, [&](std::size_t c, int /*slot*/, std::byte* out) {
       const std::int32_t r0 = chunk_row[c], r1 = chunk_row[c + 1];
       const std::int32_t tile_rows = (r1 - r0) * m;
+      const std::int64_t rows_padded = padded(tile_rows);
       const OutputChunk& chunk = chunks[c];
-      BLOCKMM_CUDA_CHECK(cudaMemsetAsync(d_a.get(), 0, static_cast<std::size_t>(tile_rows) * n * sizeof(double), compute.get()));
       const std::int64_t a_values = (a.row_ptr[r1] - a.row_ptr[r0]) * a.shape.block_values();
-      if (a_values > 0)
-        cuda::scatter_a_tile<<<grid_for(a_values), 256, 0, compute.get()>>>(
-            params.a_row_ptr, params.a_col, params.a_values, m, r0, tile_rows, static_cast<std::int32_t>(a.row_ptr[r0]),
-            a_values, d_a.get());
-      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      const auto scatter_a = [&](auto tile) {
+        if (a_values > 0)
+          cuda::scatter_a_tile<<<grid_for(a_values), 256, 0, compute.get()>>>(
+              params.a_row_ptr, params.a_col, params.a_values, m, r0, tile_rows,
+              static_cast<std::int32_t>(a.row_ptr[r0]), a_values, tile);
+        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      };
+      if (planes) {
+        clear_planes(d_a8.get(), 2 * rows_padded);
+        scatter_a(cuda::Int8PlanesA{d_a8.get(), k_pitch, rows_padded});
+        cuda::vector_sums<<<static_cast<unsigned int>(2 * rows_padded), 256, 0, compute.get()>>>(d_a8.get(), k_pitch,
+                                                                                               d_a_sums.get());
+        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      } else {
+        BLOCKMM_CUDA_CHECK(
+            cudaMemsetAsync(d_a.get(), 0, static_cast<std::size_t>(tile_rows) * n * sizeof(double), compute.get()));
+        scatter_a(cuda::Float64Tile{d_a.get(), tile_rows});
+      }
       for (std::int32_t jt = 0; jt < col_tiles; ++jt) {
         const std::int64_t u0 = unit_start[c * col_tiles + jt], u1 = unit_start[c * col_tiles + jt + 1];
         if (u0 == u1) continue;  // no output tile of this chunk in these columns
         const std::int32_t j0 = jt * cols_per_tile, j1 = std::min(p, j0 + cols_per_tile);
         const std::int32_t tile_cols = (j1 - j0) * m;
+        const std::int64_t cols_padded = padded(tile_cols);
         if (!b_resident || !b_expanded) {
           b_expanded = true;
-          BLOCKMM_CUDA_CHECK(
-              cudaMemsetAsync(d_b.get(), 0, static_cast<std::size_t>(n) * tile_cols * sizeof(double), compute.get()));
           const std::int64_t b_values = (b.col_ptr[j1] - b.col_ptr[j0]) * b.shape.block_values();
-          if (b_values > 0)
-            cuda::scatter_b_tile<<<grid_for(b_values), 256, 0, compute.get()>>>(
-                params.b_col_ptr, params.b_csc_row, params.b_csc_block, params.b_values, m, j0, tile_cols, n,
-                static_cast<std::int32_t>(b.col_ptr[j0]), b_values, d_b.get());
-          BLOCKMM_CUDA_CHECK(cudaGetLastError());
+          const auto scatter_b = [&](auto tile) {
+            if (b_values > 0)
+              cuda::scatter_b_tile<<<grid_for(b_values), 256, 0, compute.get()>>>(
+                  params.b_col_ptr, params.b_csc_row, params.b_csc_block, params.b_values, m, j0, tile_cols,
+                  static_cast<std::int32_t>(b.col_ptr[j0]), b_values, tile);
+            BLOCKMM_CUDA_CHECK(cudaGetLastError());
+          };
+          if (planes) {
+            clear_planes(d_b8.get(), 2 * cols_padded);
+            scatter_b(cuda::Int8PlanesB{d_b8.get(), k_pitch, cols_padded});
+            cuda::vector_sums<<<static_cast<unsigned int>(2 * cols_padded), 256, 0, compute.get()>>>(
+                d_b8.get(), k_pitch, d_b_sums.get());
+            BLOCKMM_CUDA_CHECK(cudaGetLastError());
+          } else {
+            BLOCKMM_CUDA_CHECK(
+                cudaMemsetAsync(d_b.get(), 0, static_cast<std::size_t>(n) * tile_cols * sizeof(double), compute.get()));
+            scatter_b(cuda::Float64Tile{d_b.get(), n});
+          }
         }
-        blas.multiply(tile_rows, tile_cols, static_cast<int>(n), d_a.get(), d_b.get(), d_c.get());
-        cuda::gather_records<<<static_cast<unsigned int>(u1 - u0), cuda::kThreadsPerUnit, 0, compute.get()>>>(
-            d_units.get() + u0, d_cols.get() + chunk.first_tile, chunk.first_tile, d_c.get(), tile_rows, r0, j0,
-            a.row_begin, m, out, params.zero_tiles);
+        const unsigned int grid = static_cast<unsigned int>(u1 - u0);
+        const cuda::WorkUnit* chunk_units = d_units.get() + u0;
+        const std::int32_t* chunk_cols = d_cols.get() + chunk.first_tile;
+        if (planes) {
+          blas.multiply(static_cast<int>(2 * rows_padded), static_cast<int>(2 * cols_padded), static_cast<int>(k_pitch),
+                        d_a8.get(), d_b8.get(), d_c32.get());
+          const cuda::Int8PlanesProduct product{d_c32.get(), 2 * rows_padded, rows_padded, cols_padded,
+                                                d_a_sums.get(), d_b_sums.get(), n};
+          cuda::gather_records<<<grid, cuda::kThreadsPerUnit, 0, compute.get()>>>(
+              chunk_units, chunk_cols, chunk.first_tile, product, r0, j0, a.row_begin, m, out, params.zero_tiles);
+        } else {
+          blas.multiply(tile_rows, tile_cols, static_cast<int>(n), d_a.get(), d_b.get(), d_c.get());
+          cuda::gather_records<<<grid, cuda::kThreadsPerUnit, 0, compute.get()>>>(
+              chunk_units, chunk_cols, chunk.first_tile, cuda::Float64Product{d_c.get(), tile_rows}, r0, j0,
+              a.row_begin, m, out, params.zero_tiles);
+        }
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
       }
     });
+  }
+
+  // int8 byte planes where their int32 sums stay exact (n <= kInt8MaxOrder), else float64.
+  // BLOCKMM_CUDA_DENSE_TYPE=f64 forces float64 (tests, comparisons).
+  static DenseEncoding dense_encoding(std::int64_t n) {
+    const char* force = std::getenv("BLOCKMM_CUDA_DENSE_TYPE");
+    if (force != nullptr && std::string(force) == "f64") return DenseEncoding::float64;
+    return n <= cuda::kInt8MaxOrder ? DenseEncoding::int8_planes : DenseEncoding::float64;
   }
 
   // Dense tiles pay when the block products are a good fraction of a dense product's, and

@@ -303,21 +303,6 @@ std::string check_canonical(const OutputRecords& out) {
 
 // ---------- inputs and the oracle ----------
 
-InputRecords make_records(std::int32_t n, std::int32_t m,
-                          const std::vector<std::tuple<int, int, std::vector<std::uint16_t>>>& blocks) {
-  InputRecords r;
-  r.shape = {n, m};
-  r.bytes.resize(blocks.size() * static_cast<std::size_t>(r.stride()));
-  for (std::size_t q = 0; q < blocks.size(); ++q) {
-    const auto& [i, j, values] = blocks[q];
-    if (static_cast<std::int64_t>(values.size()) != std::int64_t{m} * m) fail("make_records: block of wrong size");
-    std::byte* rec = r.record(static_cast<std::int64_t>(q));
-    set_record_index(rec, i, j);
-    std::memcpy(rec + 8, values.data(), values.size() * 2);
-  }
-  return r;
-}
-
 InputRecords skewed_blocks(std::int32_t n, std::int32_t m, double alpha, std::int64_t total_blocks,
                            std::int32_t min_per_row, std::uint32_t max_value, std::mt19937_64& rng) {
   const std::int32_t p = n / m;

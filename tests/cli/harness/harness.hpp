@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/block_matrix.hpp"
+#include "support/random_blocks.hpp"
 
 namespace blockmm::e2e {
 
@@ -102,9 +103,7 @@ std::string check_canonical(const OutputRecords& out);
 
 // ---------- inputs and the oracle ----------
 
-// A block with every value `v` (for fixed cases).
-InputRecords make_records(std::int32_t n, std::int32_t m,
-                          const std::vector<std::tuple<int, int, std::vector<std::uint16_t>>>& blocks);
+using testing::make_records;  // fixed cases (support/random_blocks.hpp)
 
 // Power-law rows: block-row i holds about total * (i+1)^-alpha / sum blocks (at least
 // `min_per_row`, at most p), row 0 heaviest; distinct random columns; values in [1, max_value]
