@@ -101,6 +101,29 @@ std::int32_t key_col(std::uint64_t key) { return static_cast<std::int32_t>(key >
 std::int64_t key_record(std::uint64_t key) { return static_cast<std::int64_t>(key & (kZeroFlag - 1)); }
 bool key_zero(std::uint64_t key) { return (key & kZeroFlag) != 0; }
 
+// Stable LSD radix sort of one row's keys by block-column (the key's high 32 bits), 8 bits a
+// pass over the `column_bits` that columns can use; passes where every key has the same digit
+// are skipped. A row's keys arrive in record order, so equal columns (duplicates, which are an
+// error anyway) stay in it. Several times faster than std::sort on rows of thousands of keys
+// (D4: 0.15 s a matrix on 16 threads). `scratch` holds at least `n` keys.
+void sort_row_by_column(std::uint64_t* keys, std::int64_t n, int column_bits, std::uint64_t* scratch) {
+  if (n < 48) {
+    std::sort(keys, keys + n);
+    return;
+  }
+  std::uint64_t* from = keys;
+  std::uint64_t* to = scratch;
+  for (int shift = 32; shift < 32 + column_bits; shift += 8) {
+    std::int64_t start[257] = {};
+    for (std::int64_t e = 0; e < n; ++e) ++start[((from[e] >> shift) & 255) + 1];
+    if (std::find(start + 1, start + 257, n) != start + 257) continue;  // one digit for all
+    for (int d = 0; d < 256; ++d) start[d + 1] += start[d];
+    for (std::int64_t e = 0; e < n; ++e) to[start[(from[e] >> shift) & 255]++] = from[e];
+    std::swap(from, to);
+  }
+  if (from != keys) std::memcpy(keys, from, static_cast<std::size_t>(n) * sizeof *keys);
+}
+
 }  // namespace
 
 BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
@@ -155,15 +178,26 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   matrix.row_end = row_end;
   matrix.row_ptr.assign(static_cast<std::size_t>(rows) + 1, 0);
   std::int64_t duplicate_at = -1;
-#pragma omp parallel for schedule(dynamic, 64) reduction(max : duplicate_at) if (count >= kParallelItems)
+  std::int64_t longest_row = 0;
+  for (std::int32_t r = 0; r < rows; ++r) longest_row = std::max(longest_row, start[r + 1] - start[r]);
+  int column_bits = 0;
+  while (column_bits < 31 && (std::int64_t{1} << column_bits) < records.shape.block_rows()) ++column_bits;
+#pragma omp parallel reduction(max : duplicate_at) if (count >= kParallelItems)
+  {
+  std::vector<std::uint64_t> scratch(static_cast<std::size_t>(longest_row));
+#pragma omp for schedule(dynamic, 64)
   for (std::int32_t r = 0; r < rows; ++r) {
-    std::sort(keys.begin() + start[r], keys.begin() + start[r + 1]);
+    // Files written in row-major order (blockmm's own outputs) arrive sorted: skip the sort.
+    std::uint64_t* row_keys = keys.data() + start[r];
+    const std::int64_t row_size = start[r + 1] - start[r];
+    if (!std::is_sorted(row_keys, row_keys + row_size)) sort_row_by_column(row_keys, row_size, column_bits, scratch.data());
     std::int64_t kept = 0;
     for (std::int64_t s = start[r]; s < start[r + 1]; ++s) {
       kept += !key_zero(keys[s]);
       if (s > start[r] && key_col(keys[s]) == key_col(keys[s - 1])) duplicate_at = std::max(duplicate_at, s);
     }
     matrix.row_ptr[r + 1] = kept;
+  }
   }
   if (duplicate_at >= 0)
     throw InputError(duplicate_message(record_row(records.record(key_record(keys[duplicate_at]))),
@@ -176,10 +210,21 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   matrix.col.resize(static_cast<std::size_t>(blocks));
   matrix.values.resize(static_cast<std::size_t>(blocks * mm));
   matrix.masks.resize(static_cast<std::size_t>(blocks * words));
+  // The records are read in key order, i.e. at random: each read misses the caches, and the
+  // copy and mask work between them keeps the core from overlapping the misses by itself, so
+  // records a few keys ahead are prefetched (measured on D4: the gather was 0.75 of the build's
+  // 1.2 s on 16 threads).
+  constexpr std::int64_t kPrefetchAhead = 12;
+  const std::int64_t record_last_byte = records.stride() - 1;
 #pragma omp parallel for schedule(dynamic, 64) if (count >= kParallelItems)
   for (std::int32_t r = 0; r < rows; ++r) {
     std::int64_t b = matrix.row_ptr[r];
     for (std::int64_t s = start[r]; s < start[r + 1]; ++s) {
+      if (s + kPrefetchAhead < start[r + 1]) {
+        const std::byte* ahead = records.record(key_record(keys[s + kPrefetchAhead]));
+        __builtin_prefetch(ahead);
+        __builtin_prefetch(ahead + std::min<std::int64_t>(record_last_byte, 127));
+      }
       if (key_zero(keys[s])) continue;
       const std::uint16_t* v = records.values(key_record(keys[s]));
       matrix.col[b] = key_col(keys[s]);

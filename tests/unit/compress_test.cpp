@@ -1,0 +1,113 @@
+// build_block_matrix (partition/compress.hpp) against an independent construction: records
+// sorted by (i, j) with std::sort, all-zero blocks dropped, CSC built by scanning columns. Long
+// shuffled rows (hundreds of blocks, p > 256) exercise the radix sort of row keys; sorted inputs
+// the sortedness shortcut; duplicates in long rows must still be found.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "partition/compress.hpp"
+#include "support/random_blocks.hpp"
+
+namespace blockmm::testing {
+namespace {
+
+using partition::OperandRole;
+
+struct Expected {
+  std::vector<std::int64_t> row_ptr;
+  std::vector<std::int32_t> col;
+  std::vector<std::uint16_t> values;
+};
+
+Expected expected_csr(const InputRecords& records) {
+  const std::int32_t p = records.shape.block_rows();
+  const std::int64_t mm = records.shape.block_values();
+  std::vector<std::int64_t> order(static_cast<std::size_t>(records.size()));
+  std::iota(order.begin(), order.end(), 0);
+  const auto ij = [&](std::int64_t q) { return std::make_pair(record_row(records.record(q)), record_col(records.record(q))); };
+  std::sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) { return ij(x) < ij(y); });
+  Expected e;
+  e.row_ptr.assign(static_cast<std::size_t>(p) + 1, 0);
+  for (std::int64_t q : order) {
+    const std::uint16_t* v = records.values(q);
+    if (std::all_of(v, v + mm, [](std::uint16_t x) { return x == 0; })) continue;
+    ++e.row_ptr[static_cast<std::size_t>(ij(q).first) + 1];
+    e.col.push_back(ij(q).second);
+    e.values.insert(e.values.end(), v, v + mm);
+  }
+  std::partial_sum(e.row_ptr.begin(), e.row_ptr.end(), e.row_ptr.begin());
+  return e;
+}
+
+void expect_matches(const InputRecords& records, const std::string& what) {
+  SCOPED_TRACE(what);
+  const std::int32_t p = records.shape.block_rows();
+  const Expected e = expected_csr(records);
+  const BlockMatrix b = partition::build_block_matrix(records, 0, p, OperandRole::right,
+                                                      [](std::int32_t, std::int32_t) { return std::string("dup"); });
+  ASSERT_EQ(b.row_ptr, e.row_ptr);
+  ASSERT_TRUE(std::equal(b.col.begin(), b.col.end(), e.col.begin(), e.col.end()));
+  ASSERT_TRUE(std::equal(b.values.begin(), b.values.end(), e.values.begin(), e.values.end()));
+  // CSC: for every column, the rows holding it, ascending, pointing at the right CSR entries.
+  ASSERT_EQ(b.col_ptr.size(), static_cast<std::size_t>(p) + 1);
+  for (std::int32_t j = 0; j < p; ++j) {
+    std::vector<std::int32_t> rows;
+    for (std::int32_t i = 0; i < p; ++i)
+      for (std::int64_t x = e.row_ptr[i]; x < e.row_ptr[i + 1]; ++x)
+        if (e.col[static_cast<std::size_t>(x)] == j) rows.push_back(i);
+    ASSERT_EQ(b.col_ptr[j + 1] - b.col_ptr[j], static_cast<std::int64_t>(rows.size())) << "column " << j;
+    for (std::size_t t = 0; t < rows.size(); ++t) {
+      const std::int64_t slot = b.col_ptr[j] + static_cast<std::int64_t>(t);
+      ASSERT_EQ(b.csc_row[slot], rows[t]);
+      ASSERT_EQ(b.col[b.csc_block[slot]], j);
+    }
+  }
+}
+
+TEST(BuildBlockMatrix, LongShuffledRowsMatchAnIndependentCsr) {
+  std::mt19937_64 rng(2024);
+  for (std::int32_t m : {1, 3, 4}) {
+    for (const std::int32_t p : {200, 300, 700}) {  // one radix pass (p <= 256), then two
+      RandomSpec spec;
+      spec.m = m;
+      spec.n = m * p;
+      spec.density = 0.25;  // about p/4 blocks a row: far above the insertion-sort cut
+      spec.max_value = 65535;
+      spec.zero_block_fraction = 0.05;
+      spec.empty_row_fraction = 0.1;
+      expect_matches(random_blocks(spec, rng), "shuffled m=" + std::to_string(m) + " p=" + std::to_string(p));
+      spec.shuffle = false;  // row-major order: the sortedness shortcut
+      expect_matches(random_blocks(spec, rng), "sorted m=" + std::to_string(m) + " p=" + std::to_string(p));
+    }
+  }
+}
+
+TEST(BuildBlockMatrix, DuplicateInALongRowIsFound) {
+  std::mt19937_64 rng(5);
+  RandomSpec spec;
+  spec.m = 2;
+  spec.n = 2 * 400;
+  spec.density = 0.3;
+  InputRecords records = random_blocks(spec, rng);
+  ASSERT_GT(records.size(), 1000);
+  // Copy record 0 to the end: the same (i, j) twice, hundreds of keys apart in a long row.
+  const std::size_t stride = static_cast<std::size_t>(records.stride());
+  records.bytes.insert(records.bytes.end(), records.bytes.begin(), records.bytes.begin() + static_cast<std::ptrdiff_t>(stride));
+  const std::int32_t i = record_row(records.record(0)), j = record_col(records.record(0));
+  try {
+    partition::build_block_matrix(records, 0, 400, OperandRole::left,
+                                  [](std::int32_t r, std::int32_t c) { return std::to_string(r) + "," + std::to_string(c); });
+    FAIL() << "duplicate not found";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), std::to_string(i) + "," + std::to_string(j));
+  }
+}
+
+}  // namespace
+}  // namespace blockmm::testing
