@@ -22,3 +22,16 @@ function(blockmm_e2e_discover_tests target label timeout)
     "if(${target}_TESTS)\n  set_tests_properties(\${${target}_TESTS} PROPERTIES ENVIRONMENT \"${environment}\")\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${env_file}")
 endfunction()
+
+# blockmm_e2e_mpiexec_flags(OUT): MPIEXEC_PREFLAGS plus --oversubscribe where mpiexec is Open
+# MPI's (more ranks than cores needs it, and only Open MPI knows the flag), space-separated for
+# an environment variable.
+function(blockmm_e2e_mpiexec_flags out)
+  set(flags ${MPIEXEC_PREFLAGS})
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE version ERROR_QUIET)
+  if(version MATCHES "Open MPI|OpenRTE")
+    list(APPEND flags --oversubscribe)
+  endif()
+  list(JOIN flags " " flags)
+  set(${out} "${flags}" PARENT_SCOPE)
+endfunction()

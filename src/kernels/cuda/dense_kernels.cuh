@@ -46,25 +46,22 @@ struct Float64Tile {
   std::int64_t ld;
   __device__ void store(std::int64_t r, std::int64_t c, std::uint16_t u) const { dense[r + c * ld] = u; }
 };
-// int8 byte planes. A: the planes' rows are contiguous (K x M column-major for a transposed
-// GEMM operand), hi plane rows [0, rows), lo plane rows from `lo_vector`. B: columns contiguous,
-// lo plane columns from `lo_vector`. `k_pitch` is the padded n.
-struct Int8PlanesA {
+// int8 byte planes: each vector (a row of the A tile, a column of the B tile) holds k_pitch
+// contiguous entries, the padded n; hi planes' vectors first, lo planes' from `lo_vector`. A's
+// vectors are its rows (a K x M column-major operand for a transposed GEMM), B's its columns.
+template <bool kVectorsAreColumns>
+struct Int8Planes {
   std::int8_t* planes;
   std::int64_t k_pitch, lo_vector;
   __device__ void store(std::int64_t r, std::int64_t c, std::uint16_t u) const {
-    planes[r * k_pitch + c] = static_cast<std::int8_t>(static_cast<int>(u >> 8) - 128);
-    planes[(lo_vector + r) * k_pitch + c] = static_cast<std::int8_t>(static_cast<int>(u & 255) - 128);
+    const std::int64_t vector = kVectorsAreColumns ? c : r;
+    const std::int64_t k = kVectorsAreColumns ? r : c;
+    planes[vector * k_pitch + k] = static_cast<std::int8_t>(static_cast<int>(u >> 8) - 128);
+    planes[(lo_vector + vector) * k_pitch + k] = static_cast<std::int8_t>(static_cast<int>(u & 255) - 128);
   }
 };
-struct Int8PlanesB {
-  std::int8_t* planes;
-  std::int64_t k_pitch, lo_vector;
-  __device__ void store(std::int64_t r, std::int64_t c, std::uint16_t u) const {
-    planes[c * k_pitch + r] = static_cast<std::int8_t>(static_cast<int>(u >> 8) - 128);
-    planes[(lo_vector + c) * k_pitch + r] = static_cast<std::int8_t>(static_cast<int>(u & 255) - 128);
-  }
-};
+using Int8PlanesA = Int8Planes<false>;
+using Int8PlanesB = Int8Planes<true>;
 
 // sums[v] = the sum of plane vector v's entries; one thread block a vector.
 __global__ void vector_sums(const std::int8_t* planes, std::int64_t k_pitch, std::int32_t* sums) {
