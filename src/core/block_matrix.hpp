@@ -61,6 +61,16 @@ struct BlockMatrix {
   const std::uint64_t* block_mask(std::int64_t b) const { return masks.data() + b * mask_words(shape.m); }
 };
 
+// Where each output row's tiles fall in a rank's panel: what the writers need of the symbolic
+// phase (the tiles' columns stay with the backend that computes them).
+struct OutputLayout {
+  std::int32_t row_begin = 0;
+  std::int32_t row_end = 0;
+  std::vector<std::int64_t> row_ptr;  // rows + 1, starting at 0
+
+  std::int64_t tiles() const { return row_ptr.empty() ? 0 : row_ptr.back(); }
+};
+
 // The non-empty output tiles of block-rows [row_begin, row_end): CSR pattern of the C panel.
 struct TilePattern {
   std::int32_t row_begin = 0;

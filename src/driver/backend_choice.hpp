@@ -23,7 +23,13 @@ constexpr std::int64_t kAutoCudaWarmUpInputBytes = std::int64_t{64} << 20;
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
                                             std::int64_t input_bytes);
 
+// `rank_macs`: the rank's expected useful multiply-adds, estimated before any operand exists
+// (backends build their own operands, so the choice comes first).
 std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const comm::Communicator& comm, int threads,
                                                  std::int64_t rank_macs);
+
+// Expected block products of one rank's panel from the headers alone: k_A k_B / p if blocks were
+// spread evenly, shared among the ranks.
+std::int64_t estimated_rank_macs(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks, int ranks);
 
 }  // namespace blockmm::driver

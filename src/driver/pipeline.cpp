@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <exception>
 #include <future>
 #include <memory>
 #include <thread>
@@ -11,12 +10,10 @@
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
 #include "driver/progress.hpp"
-#include "io/binary_format.hpp"
 #include "io/input_file.hpp"
 #include "io/product_writer.hpp"
 #include "kernels/backend.hpp"
-#include "partition/compress.hpp"
-#include "partition/exchange.hpp"
+#include "partition/distribute.hpp"
 #include "partition/work.hpp"
 
 namespace blockmm::driver {
@@ -29,18 +26,6 @@ int choose_threads(const Options& options, const comm::Communicator& comm) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, comm.node_size()));
 }
-
-std::string duplicate_text(const io::InputFile& file, std::int32_t i, std::int32_t j) {
-  return file.path() + ": duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")" +
-         file.locate_duplicate(i, j);
-}
-
-struct Inputs {
-  std::unique_ptr<io::InputFile> a_file;
-  std::unique_ptr<io::InputFile> b_file;
-  InputRecords a_records;  // this rank's share, later its panel's rows
-  InputRecords b_records;
-};
 
 // Writes progress for the numeric phase.
 struct NumericProgress {
@@ -64,131 +49,89 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   omp_set_num_threads(stats.threads);
   Progress progress(comm.is_root() && !options.quiet);
 
-  // Read: headers on every rank (cheap), then each rank reads its share of the records.
+  // Headers on every rank (cheap); the records are read where the backend builds from them.
   progress.phase("reading inputs");
-  Inputs in;
-  comm.run_phase([&] { in.a_file = io::open_input(options.a_path, comm); });
+  std::unique_ptr<io::InputFile> a_file, b_file;
+  comm.run_phase([&] { a_file = io::open_input(options.a_path, comm); });
   comm.run_phase([&] {
-    in.b_file = io::open_input(options.b_path, comm);
-    io::check_same_shape(*in.a_file, *in.b_file);
+    b_file = io::open_input(options.b_path, comm);
+    io::check_same_shape(*a_file, *b_file);
   });
   const std::int64_t input_bytes =
-      (in.a_file->header().k + in.b_file->header().k) * record_bytes<std::uint16_t>(in.a_file->header().m);
+      (a_file->header().k + b_file->header().k) * record_bytes<std::uint16_t>(a_file->header().m);
   std::shared_future<void> cuda_warm_up = start_cuda_warm_up(options, comm, input_bytes);
-  const MatrixShape shape = in.a_file->header().shape();
-  const std::int32_t p = shape.block_rows();
+  const MatrixShape shape = a_file->header().shape();
   stats.n = shape.n;
   stats.m = shape.m;
-  stats.a_records = in.a_file->header().k;
-  stats.b_records = in.b_file->header().k;
+  stats.a_records = a_file->header().k;
+  stats.b_records = b_file->header().k;
 
   // The temporary output exists from here on, so that an unwritable target fails before the work.
   const io::OutputFormat format = io::choose_output_format(options.out_path, options.format);
   stats.output_format = format == io::OutputFormat::hdf5 ? "hdf5" : "binary";
   std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(format, options.out_path, comm);
-
-  comm.run_phase([&] {
-    in.a_records = in.a_file->read_records(io::record_share(in.a_file->header().k, comm.rank(), comm.size()));
-    in.b_records = in.b_file->read_records(io::record_share(in.b_file->header().k, comm.rank(), comm.size()));
-  });
   mine.read = clock.lap();
 
-  // Partition: balanced contiguous block-row ranges; blocks to their owners.
+  // Which records this rank multiplies (several ranks: balanced block-row ranges, exchanged).
   progress.phase("partitioning");
-  std::vector<std::int32_t> bounds = {0, p};
-  partition::ExchangeCounters exchanged;
-  BlockMatrix a;
-  BlockMatrix b;
-  auto dup_a = [&](std::int32_t i, std::int32_t j) { return duplicate_text(*in.a_file, i, j); };
-  auto dup_b = [&](std::int32_t i, std::int32_t j) { return duplicate_text(*in.b_file, i, j); };
-  if (comm.size() > 1) {
-    comm.run_phase([&] {
-      const auto b_rows = partition::global_row_counts(in.b_records, comm);
-      const auto work = partition::global_row_work(in.a_records, b_rows, comm);
-      bounds = partition::balanced_ranges(work, comm.size());
-      in.a_records = partition::redistribute_by_row(in.a_records, bounds, comm, exchanged);
-      in.b_records = partition::redistribute_by_row(in.b_records, bounds, comm, exchanged);
-    });
-    mine.exchange = clock.lap();
-    progress.phase("building panels");
-    const std::int32_t lo = bounds[comm.rank()];
-    const std::int32_t hi = bounds[comm.rank() + 1];
-    BlockMatrix b_owned;
-    comm.run_phase([&] {
-      a = partition::build_block_matrix(in.a_records, lo, hi, partition::OperandRole::left, dup_a);
-      in.a_records = {};
-      b_owned = partition::build_block_matrix(in.b_records, lo, hi, partition::OperandRole::plain, dup_b);
-      in.b_records = {};
-    });
-    mine.build = clock.lap();
-    std::vector<char> needed(static_cast<std::size_t>(p), 0);
-    for (std::int32_t k : a.col) needed[k] = 1;
-    comm.run_phase([&] { in.b_records = partition::fetch_rows(b_owned, needed, bounds, comm, exchanged); });
-    b_owned = {};
-    mine.exchange += clock.lap();
-    comm.run_phase([&] {
-      b = partition::build_block_matrix(in.b_records, 0, p, partition::OperandRole::right, dup_b);
-      in.b_records = {};
-    });
-    mine.build += clock.lap();
-  } else {
-    progress.phase("building panels");
-    comm.run_phase([&] {
-      a = partition::build_block_matrix(in.a_records, 0, p, partition::OperandRole::left, dup_a);
-      in.a_records = {};
-      b = partition::build_block_matrix(in.b_records, 0, p, partition::OperandRole::right, dup_b);
-      in.b_records = {};
-    });
-    mine.build = clock.lap();
-  }
+  partition::Distribution dist = partition::distribute(*a_file, *b_file, comm);
+  mine.read += dist.read_seconds;
+  mine.exchange = dist.exchange_seconds;
+  mine.build = dist.build_seconds;
+  clock.lap();
 
-  const kernels::Operands operands{a, b};
-  const std::int64_t my_products = kernels::count_block_products(operands);
-  stats.block_products = comm.sum(my_products);
-  stats.a_blocks = comm.sum(a.blocks());
-  stats.b_blocks = comm.max(b.blocks());
-  stats.rank_work = comm.gather_all(my_products);
-  stats.rank_rows = comm.gather_all(static_cast<std::int64_t>(a.rows_held()));
-  stats.imbalance = partition::imbalance(stats.rank_work);
-
-  // Backend, symbolic phase, and each rank's place in the output.
+  // The backend, chosen before any operand exists: it builds its own, where it computes.
   std::unique_ptr<kernels::Backend> backend;
   comm.run_phase([&] {
     if (cuda_warm_up.valid()) cuda_warm_up.wait();
-    backend = choose_backend(options, comm, stats.threads, my_products * shape.m * shape.m * std::int64_t{shape.m});
+    const std::int64_t macs = options.backend == "auto"
+                                  ? estimated_rank_macs(shape, stats.a_records, stats.b_records, comm.size())
+                                  : 0;
+    backend = choose_backend(options, comm, stats.threads, macs);
   });
   stats.backend = backend->name();
   mine.setup = clock.lap();
-  progress.phase("symbolic");
-  // A GPU backend uploads its operands meanwhile.
-  std::future<void> prepared = std::async(std::launch::async, [&] { backend->prepare(operands); });
-  TilePattern pattern;
+
+  progress.phase("building operands");
+  std::unique_ptr<kernels::Operand> a, b;
   comm.run_phase([&] {
-    std::exception_ptr failure;
-    try {
-      pattern = backend->symbolic(operands);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    prepared.get();  // rethrows a failed upload; always waited for, so operands outlive it
-    if (failure) std::rethrow_exception(failure);
+    a = backend->build(*dist.a, dist.a_spec);
+    dist.a.reset();
+    b = backend->build(*dist.b, dist.b_spec);
+    dist.b.reset();
   });
+  mine.build += clock.lap();
+
+  std::int64_t my_products = 0;
+  comm.run_phase([&] { my_products = backend->block_products(*a, *b); });
+  stats.block_products = comm.sum(my_products);
+  stats.a_blocks = comm.sum(a->blocks());
+  stats.b_blocks = comm.max(b->blocks());
+  stats.rank_work = comm.gather_all(my_products);
+  stats.rank_rows = comm.gather_all(
+      static_cast<std::int64_t>(dist.bounds[comm.rank() + 1] - dist.bounds[comm.rank()]));
+  stats.imbalance = partition::imbalance(stats.rank_work);
+
+  // Symbolic phase, and each rank's place in the output.
+  progress.phase("symbolic");
+  std::unique_ptr<kernels::ProductPattern> pattern;
+  comm.run_phase([&] { pattern = backend->symbolic(*a, *b); });
   mine.symbolic = clock.lap();
-  const std::int64_t first_tile = comm.exclusive_prefix_sum(pattern.tiles());
-  stats.c_blocks = comm.sum(pattern.tiles());
+  const std::int64_t first_tile = comm.exclusive_prefix_sum(pattern->tiles());
+  stats.c_blocks = comm.sum(pattern->tiles());
 
   // Numeric phase, streaming its chunks into the file.
   progress.phase("multiplying");
-  comm.run_phase([&] { writer->begin(shape, stats.c_blocks, first_tile, pattern); });
+  comm.run_phase([&] { writer->begin(shape, stats.c_blocks, first_tile, pattern->layout()); });
   kernels::NumericOptions numeric_options;
   numeric_options.chunk_bytes = options.chunk_bytes;
   numeric_options.device_memory_budget = options.mem_budget;
-  const double macs_per_tile = pattern.tiles() > 0 ? static_cast<double>(my_products) * shape.m * shape.m * shape.m /
-                                                         static_cast<double>(pattern.tiles())
-                                                   : 0.0;
-  numeric_options.progress = NumericProgress{progress, pattern.tiles(), macs_per_tile};
+  const double macs_per_tile = pattern->tiles() > 0 ? static_cast<double>(my_products) * shape.m * shape.m * shape.m /
+                                                          static_cast<double>(pattern->tiles())
+                                                    : 0.0;
+  numeric_options.progress = NumericProgress{progress, pattern->tiles(), macs_per_tile};
   kernels::NumericReport report;
-  comm.run_phase([&] { report = backend->numeric(operands, pattern, *writer, numeric_options); });
+  comm.run_phase([&] { report = backend->numeric(*a, *b, *pattern, *writer, numeric_options); });
   mine.numeric = clock.lap();
   mine.write = report.sink_seconds;
   mine.numeric_compute = report.compute_seconds;
@@ -215,7 +158,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
       stats.slowest.*phase = std::max(stats.slowest.*phase, per_rank[r]);
     }
   }
-  stats.rank_bytes_exchanged = comm.gather_all(exchanged.bytes_sent + exchanged.bytes_received);
+  stats.rank_bytes_exchanged = comm.gather_all(dist.exchanged.bytes_sent + dist.exchanged.bytes_received);
   return stats;
 }
 

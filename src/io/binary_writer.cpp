@@ -23,7 +23,7 @@ class BinaryProductWriter final : public ProductWriter {
     comm.run_phase([&] { file_ = open_writer(output_.temporary_path(), target, comm); });
   }
 
-  void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const TilePattern& /*pattern*/) override {
+  void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& /*pattern*/) override {
     if (total_tiles > std::numeric_limits<std::int32_t>::max())
       throw OutputError(output_.target() + ": the product has " + std::to_string(total_tiles) +
                         " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");

@@ -27,7 +27,7 @@ class Hdf5ProductWriter final : public ProductWriter {
  public:
   Hdf5ProductWriter(const std::string& target, const comm::Communicator& comm) : comm_(comm), output_(target, comm) {}
 
-  void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const TilePattern& pattern) override {
+  void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& pattern) override {
     // Collectives first, then checks inside run_phase: a rank that throws must not leave the
     // others waiting in a collective it skipped.
     const std::vector<std::int64_t> begins = comm_.gather_all(std::int64_t{pattern.row_begin});
@@ -88,7 +88,7 @@ class Hdf5ProductWriter final : public ProductWriter {
   // The panels must tile [0, p) in rank order, and this rank's pattern must be a CSR of its
   // share of the blocks: indptr is built from them, so a mismatch would be a wrong matrix.
   static void check_panels(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile,
-                           const TilePattern& pattern, int rank, const std::vector<std::int64_t>& begins,
+                           const OutputLayout& pattern, int rank, const std::vector<std::int64_t>& begins,
                            const std::vector<std::int64_t>& ends, const std::vector<std::int64_t>& tiles) {
     const std::size_t ranks = begins.size();
     std::int64_t sum = 0;

@@ -19,6 +19,12 @@ class BinaryInputFile final : public InputFile {
   const FileHeader& header() const override { return info_.header; }
   std::string format_name() const override { return "binary"; }
   InputRecords read_records(RecordRange range) override { return read_input_records(info_, *reader_, range); }
+  void read_records_into(RecordRange range, std::byte* dest) override {
+    if (range.count <= 0) return;
+    reader_->read_at(info_.record_offset(range.first), dest, range.count * info_.record_bytes());
+    validate_record_indices(info_, dest, range.first, range.count);
+  }
+  bool concurrent_reads() const override { return reader_->concurrent(); }
   std::string locate_duplicate(std::int32_t i, std::int32_t j) const override {
     return locate_duplicate_records(info_, i, j);
   }

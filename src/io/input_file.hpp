@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "comm/communicator.hpp"
 #include "core/block_matrix.hpp"
+#include "core/record_source.hpp"
 #include "io/binary_format.hpp"
 
 namespace blockmm::io {
@@ -20,8 +22,33 @@ class InputFile {
   virtual std::string format_name() const = 0;
   // Blocks [range.first, range.first + range.count) in the file's order, as uint16 records.
   virtual InputRecords read_records(RecordRange range) = 0;
+  // The same records into `dest` (range.count records of the input stride). Thread-safe where
+  // concurrent_reads() says so.
+  virtual void read_records_into(RecordRange range, std::byte* dest) {
+    const InputRecords records = read_records(range);
+    if (!records.bytes.empty()) std::memcpy(dest, records.bytes.data(), records.bytes.size());
+  }
+  virtual bool concurrent_reads() const { return false; }
   // " at records X and Y ..." where block (i, j) occurs twice, for duplicate messages; "" if unknown.
   virtual std::string locate_duplicate(std::int32_t i, std::int32_t j) const = 0;
+};
+
+// A share of an input file's records as a backend's record source: read where the backend wants
+// them (pinned buffers, piece by piece) instead of into host memory first.
+class FileRecordSource final : public RecordSource {
+ public:
+  FileRecordSource(InputFile& file, RecordRange range) : file_(file), range_(range) {}
+  MatrixShape shape() const override { return file_.header().shape(); }
+  std::int64_t size() const override { return range_.count; }
+  void read(std::int64_t first, std::int64_t count, std::byte* dest) const override {
+    file_.read_records_into({range_.first + first, count}, dest);
+  }
+  bool concurrent() const override { return file_.concurrent_reads(); }
+  InputRecords take() override { return file_.read_records(range_); }
+
+ private:
+  InputFile& file_;
+  RecordRange range_;
 };
 
 // Collective under MPI. Throws InputError (exit 3) for missing, unreadable or malformed files.

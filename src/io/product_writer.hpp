@@ -22,7 +22,7 @@ class ProductWriter : public RecordSink {
   // Collective. This rank's panel has pattern.tiles() tiles starting at global tile
   // `first_tile` of `total_tiles`; the panels of ranks 0, 1, ... follow each other.
   virtual void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile,
-                     const TilePattern& pattern) = 0;
+                     const OutputLayout& pattern) = 0;
   // Collective: make the file durable and move it into place.
   virtual void finish() = 0;
   // Bytes this rank wrote.

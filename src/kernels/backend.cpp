@@ -32,7 +32,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendConfig& con
   switch (kind) {
     case BackendKind::reference: return make_reference_backend();
     case BackendKind::cpu: return make_cpu_backend(config.threads);
-    case BackendKind::cuda: return make_cuda_backend(config.device, config.device_sharers);
+    case BackendKind::cuda: return make_cuda_backend(config);
   }
   throw UsageError("unknown backend");
 }
@@ -44,18 +44,6 @@ bool cuda_device_available() {
   struct stat st {};
   if (stat("/dev/nvidiactl", &st) != 0 && stat("/dev/nvidia0", &st) != 0) return false;
   return cuda_device_count() > 0;
-}
-
-std::int64_t count_block_products(const Operands& ops) {
-  std::int64_t products = 0;
-#pragma omp parallel for reduction(+ : products) schedule(dynamic, 64) if (ops.a.blocks() >= (1 << 14))
-  for (std::int32_t r = 0; r < ops.a.rows_held(); ++r) {
-    for (std::int64_t e = ops.a.row_ptr[r]; e < ops.a.row_ptr[r + 1]; ++e) {
-      const std::int32_t kr = ops.a.col[e] - ops.b.row_begin;
-      if (kr >= 0 && kr < ops.b.rows_held()) products += ops.b.row_ptr[kr + 1] - ops.b.row_ptr[kr];
-    }
-  }
-  return products;
 }
 
 }  // namespace blockmm::kernels

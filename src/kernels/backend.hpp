@@ -1,5 +1,6 @@
-// The one kernel interface: symbolic (which output tiles are non-empty) and numeric (compute
-// them), chosen at run time like Ginkgo's executors, so that the driver holds no #ifdefs.
+// The one kernel interface: build (operands from records), symbolic (which output tiles are
+// non-empty) and numeric (compute them), chosen at run time like Ginkgo's executors, so that the
+// driver holds no #ifdefs.
 // Backends: reference (serial, obviously right: the test oracle), cpu (OpenMP), cuda.
 #pragma once
 
@@ -10,11 +11,13 @@
 
 #include "core/block_matrix.hpp"
 #include "core/record_sink.hpp"
+#include "core/record_source.hpp"
 
 namespace blockmm::kernels {
 
-// C panel = A panel x B. `a` holds the panel's block-rows (column masks), `b` the block-rows
-// of B that the panel touches (row masks, CSR and CSC).
+// The host form of a panel's operands, as the cpu and reference kernels consume them: `a` holds
+// the panel's block-rows (column masks), `b` the block-rows of B that the panel touches (row
+// masks, CSR and CSC).
 struct Operands {
   const BlockMatrix& a;
   const BlockMatrix& b;
@@ -37,15 +40,41 @@ struct NumericReport {
   std::string device;          // what ran it, for --stats
 };
 
+// An operand as a backend holds it (host CSR/CSC, or arrays on a GPU): built by the backend
+// from records, opaque to everyone else.
+class Operand {
+ public:
+  virtual ~Operand() = default;
+  virtual std::int64_t blocks() const = 0;  // non-zero blocks kept (all-zero ones are dropped)
+};
+
+// The C panel's non-empty tiles as a backend holds them; callers see only the layout.
+class ProductPattern {
+ public:
+  virtual ~ProductPattern() = default;
+  const OutputLayout& layout() const { return layout_; }
+  std::int64_t tiles() const { return layout_.tiles(); }
+
+ protected:
+  OutputLayout layout_;
+};
+
+// One run's kernels. A backend builds its own operands where it computes (host memory or a
+// GPU), so that the records are the only contract with partition and io.
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  // Optional: start moving the operands to where numeric() needs them (a GPU), so that this
-  // overlaps the symbolic phase. Called at most once, from another thread than symbolic().
-  virtual void prepare(const Operands& /*operands*/) {}
-  virtual TilePattern symbolic(const Operands& operands) = 0;
-  virtual NumericReport numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
+  // Builds an operand from `records` (every record's block-row in [spec.row_begin,
+  // spec.row_end)): CSR (and CSC for the right operand), all-zero blocks dropped, masks.
+  // Throws InputError with spec.duplicate_message's text on a duplicate block.
+  virtual std::unique_ptr<Operand> build(RecordSource& records, const OperandSpec& spec) = 0;
+  // Block products (pairs A(i,k), B(k,j)) of the panel: the work every backend must do.
+  virtual std::int64_t block_products(const Operand& a, const Operand& b) = 0;
+  // Exact: a tile is in the pattern iff it has a non-zero value.
+  virtual std::unique_ptr<ProductPattern> symbolic(const Operand& a, const Operand& b) = 0;
+  // Computes the pattern's tiles and hands them to `sink` in order, in chunks.
+  virtual NumericReport numeric(const Operand& a, const Operand& b, const ProductPattern& pattern, RecordSink& sink,
                                 const NumericOptions& options) = 0;
 };
 
@@ -54,10 +83,24 @@ enum class BackendKind { reference, cpu, cuda };
 BackendKind parse_backend_kind(const std::string& name);  // throws UsageError
 std::string to_string(BackendKind kind);
 
+// Choices the cuda backend otherwise makes for itself; tests and comparisons set them.
+struct CudaChoices {
+  enum class Dense { automatic, always, never };
+  enum class Build { automatic, device, host };
+  Dense dense = Dense::automatic;  // dense tensor-core tiles vs sparse tile kernels
+  bool dense_float64 = false;      // float64 dense tiles even where int8 byte planes are exact
+  bool generic_kernel = false;     // the generic tile kernel for every block size
+  Build build = Build::automatic;  // host: build CSR/CSC on the host and upload (the fallback)
+  std::int64_t symbolic_batch_bytes = 0;  // scratch of one symbolic batch; 0: a quarter of the room
+};
+
 struct BackendConfig {
   int threads = 0;  // OpenMP threads for the cpu backend; 0 keeps the runtime's default
   int device = -1;  // CUDA device ordinal; -1: chosen by the backend
   int device_sharers = 1;  // ranks sharing that device (they split its memory)
+  // Device memory the backend may use for operands and scratch; 0: a share of the free memory.
+  std::int64_t device_memory_budget = 0;
+  CudaChoices cuda;
 };
 
 // Throws ResourceError when the kind cannot run here (cuda without a build or a device).
@@ -66,8 +109,5 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendConfig& con
 // Whether this build contains the CUDA backend and at least one device is visible. Cheap: it
 // never creates a CUDA context when no device node exists.
 bool cuda_device_available();
-
-// Block products (pairs A(i,k), B(k,j)) of the panel: the work every backend must do.
-std::int64_t count_block_products(const Operands& operands);
 
 }  // namespace blockmm::kernels

@@ -1,6 +1,6 @@
 // libFuzzer target for blockmm's input readers: the bytes become a file, which goes through the
 // path a run takes (io::open_input, read_records in one share and in several, as ranks would,
-// then the CSR build with duplicate detection of partition/compress.hpp), on one rank without MPI.
+// then the CSR build with duplicate detection of operands/host_build.hpp), on one rank without MPI.
 //
 // Built twice: fuzz_binary_input (COL380 binary; inputs that start with the HDF5 signature are
 // rejected) and fuzz_hdf5_input (BSR layout; inputs must start with the signature). A clean
@@ -25,7 +25,7 @@
 #include "core/block_matrix.hpp"
 #include "core/error.hpp"
 #include "io/input_file.hpp"
-#include "partition/compress.hpp"
+#include "operands/host_build.hpp"
 
 #if BLOCKMM_FUZZ_HDF5
 #include <hdf5.h>
@@ -190,7 +190,7 @@ void run_one(const std::uint8_t* data, std::size_t size) {
   };
   BlockMatrix matrix;
   const bool built = clean("build_block_matrix", [&] {
-    matrix = partition::build_block_matrix(whole, 0, static_cast<std::int32_t>(p), partition::OperandRole::right, message);
+    matrix = operands::build_block_matrix(whole, 0, static_cast<std::int32_t>(p), operands::OperandRole::right, message);
   });
   if (built == duplicate)
     finding(std::string("build_block_matrix ") + (built ? "accepted" : "rejected") + " records that " +

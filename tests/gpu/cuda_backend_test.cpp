@@ -3,6 +3,7 @@
 // skips when no GPU is visible (CI has none; run them on a GPU machine: ctest -L gpu).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -19,27 +20,28 @@ namespace blockmm::testing {
 namespace {
 
 using kernels::BackendKind;
+using kernels::CudaChoices;
+
+// The choices the cuda backend runs with in the current test (its config, not the environment).
+CudaChoices g_cuda;
 
 class CudaBackend : public ::testing::Test {
  protected:
   void SetUp() override {
     if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible (or a build without CUDA)";
+    g_cuda = {};
   }
-  void TearDown() override {
-    unsetenv("BLOCKMM_CUDA_GENERIC");
-    unsetenv("BLOCKMM_CUDA_DENSE");
-    unsetenv("BLOCKMM_CUDA_DENSE_TYPE");
-  }
+  void TearDown() override { g_cuda = {}; }
 };
 
 // Runs `body` once for each encoding of the dense path (int8 byte planes, the default for
 // n <= 131056, and float64), with the dense path forced.
 template <typename Body>
 void for_each_dense_encoding(Body&& body) {
-  setenv("BLOCKMM_CUDA_DENSE", "1", 1);
+  g_cuda.dense = CudaChoices::Dense::always;
   for (const char* encoding : {"int8", "f64"}) {
     SCOPED_TRACE(std::string("dense ") + encoding);
-    setenv("BLOCKMM_CUDA_DENSE_TYPE", encoding, 1);
+    g_cuda.dense_float64 = encoding == std::string("f64");
     body(std::string(encoding == std::string("int8") ? "int8 byte-plane" : "float64"));
     if (::testing::Test::HasFatalFailure()) return;
   }
@@ -49,10 +51,12 @@ void for_each_dense_encoding(Body&& body) {
 void expect_same(const InputRecords& a, const InputRecords& b, const std::string& what, std::int64_t chunk_bytes,
                  std::int64_t budget = 0, const std::string& path = "") {
   const ProductRun expected = multiply(a, b, BackendKind::reference);
-  const ProductRun actual = multiply(a, b, BackendKind::cuda, chunk_bytes, budget);
+  const ProductRun actual = multiply(a, b, BackendKind::cuda, chunk_bytes, budget, g_cuda);
   ASSERT_TRUE(expected.output.bytes == actual.output.bytes)
       << what << ": " << compare_outputs(expected.output, actual.output);
-  if (!path.empty() && expected.pattern.tiles() > 0)
+  EXPECT_EQ(expected.layout.row_ptr, actual.layout.row_ptr) << what;
+  EXPECT_EQ(expected.block_products, actual.block_products) << what;
+  if (!path.empty() && expected.layout.tiles() > 0)
     EXPECT_NE(actual.device.find(path), std::string::npos) << what << ": ran on " << actual.device;
 }
 
@@ -71,8 +75,84 @@ void random_cases(int cases, std::uint64_t seed, std::int32_t max_block_rows, co
 
 TEST_F(CudaBackend, FixedKernelsMatchReferenceOnRandomCases) { random_cases(320, 4242, 40); }
 
+// The host build (the fallback when the device build would not fit) uploaded instead.
+TEST_F(CudaBackend, HostBuiltOperandsMatchReferenceOnRandomCases) {
+  g_cuda.build = CudaChoices::Build::host;
+  random_cases(120, 4243, 40);
+}
+
+// The device symbolic phase in batches far smaller than a matrix: many light-row batches, one
+// heavy row a batch, and B's row bitsets left out (they no longer fit a batch).
+TEST_F(CudaBackend, SymbolicInTinyBatchesMatchesReference) {
+  g_cuda.symbolic_batch_bytes = 512;
+  random_cases(120, 4244, 40);
+}
+
+// Duplicates found by the device build name the same block as the host build does (the last
+// one in (row, column) order), so the message is the same whichever backend runs.
+TEST_F(CudaBackend, DuplicateBlocksGiveTheHostBuildsMessage) {
+  std::mt19937_64 rng(1234);
+  for (int c = 0; c < 40; ++c) {
+    RandomSpec spec = random_spec(rng, 30);
+    spec.density = 0.5;
+    InputRecords a = random_blocks(spec, rng);
+    const InputRecords b = random_blocks(spec, rng);
+    if (a.size() < 2) continue;
+    // Copy the indices of a few records onto others: duplicates, some of them all-zero blocks.
+    const int copies = 1 + c % 3;
+    for (int d = 0; d < copies; ++d) {
+      const std::int64_t from = std::uniform_int_distribution<std::int64_t>(0, a.size() - 1)(rng);
+      const std::int64_t to = std::uniform_int_distribution<std::int64_t>(0, a.size() - 1)(rng);
+      if (from != to) set_record_index(a.record(to), record_row(a.record(from)), record_col(a.record(from)));
+    }
+    const auto message = [&](BackendKind kind) -> std::string {
+      try {
+        multiply(a, b, kind, std::int64_t{256} << 20, 0, g_cuda);
+      } catch (const InputError& e) {
+        return e.what();
+      }
+      return "no error";
+    };
+    const std::string host = message(BackendKind::cpu);
+    EXPECT_EQ(host, message(BackendKind::cuda)) << "case " << c;
+  }
+}
+
+// A matrix wide enough that a row's tile bitset cannot sit in shared memory (p = 400 000):
+// heavy rows take the global-memory bitsets, light rows the sorted products.
+TEST_F(CudaBackend, WideMatrixHeavyRowsMatchTheCpuBackend) {
+  std::mt19937_64 rng(4000);
+  const std::int32_t p = 400000;
+  std::vector<std::tuple<int, int, std::vector<std::uint16_t>>> a_blocks, b_blocks;
+  std::uniform_int_distribution<int> column(0, p - 1);
+  std::uniform_int_distribution<int> value(0, 65535);
+  for (int i = 0; i < 3; ++i)  // three heavy rows of A, 3000 blocks each
+    for (int e = 0; e < 3000; ++e) a_blocks.push_back({i, column(rng), {static_cast<std::uint16_t>(value(rng))}});
+  for (int i = 3; i < 2000; ++i) a_blocks.push_back({i, column(rng) % 5000, {static_cast<std::uint16_t>(value(rng))}});
+  for (int k = 0; k < 5000; ++k)  // B rows 0..4999 with 20 blocks each
+    for (int e = 0; e < 20; ++e) b_blocks.push_back({k, column(rng), {static_cast<std::uint16_t>(1 + value(rng) % 7)}});
+  // Repeated (i, j) pairs would be duplicates: keep the first of each.
+  const auto dedupe = [](std::vector<std::tuple<int, int, std::vector<std::uint16_t>>>& blocks) {
+    std::sort(blocks.begin(), blocks.end(), [](const auto& x, const auto& y) {
+      return std::make_pair(std::get<0>(x), std::get<1>(x)) < std::make_pair(std::get<0>(y), std::get<1>(y));
+    });
+    blocks.erase(std::unique(blocks.begin(), blocks.end(), [](const auto& x, const auto& y) {
+                   return std::get<0>(x) == std::get<0>(y) && std::get<1>(x) == std::get<1>(y);
+                 }), blocks.end());
+    std::shuffle(blocks.begin(), blocks.end(), std::mt19937_64(5));
+  };
+  dedupe(a_blocks);
+  dedupe(b_blocks);
+  const InputRecords a = make_records(p, 1, a_blocks), b = make_records(p, 1, b_blocks);
+  const ProductRun cpu = multiply(a, b, BackendKind::cpu);
+  const ProductRun gpu = multiply(a, b, BackendKind::cuda, std::int64_t{256} << 20, 0, g_cuda);
+  ASSERT_GT(cpu.output.size(), 100000);
+  ASSERT_TRUE(cpu.output.bytes == gpu.output.bytes) << compare_outputs(cpu.output, gpu.output);
+  EXPECT_EQ(cpu.layout.row_ptr, gpu.layout.row_ptr);
+}
+
 TEST_F(CudaBackend, GenericKernelMatchesReferenceOnRandomCases) {
-  setenv("BLOCKMM_CUDA_GENERIC", "1", 1);
+  g_cuda.generic_kernel = true;
   random_cases(120, 777, 24);
 }
 
@@ -135,7 +215,7 @@ TEST_F(CudaBackend, DenseTilesUnderATinyBudgetSplitColumnsAndRows) {
     // Inputs plus about 3 MiB: B's dense width (8 MB as float64, 2 MB as int8 planes) cannot stay
     // resident in a quarter of that, so columns are tiled.
     const std::int64_t inputs = (a.size() + b.size()) * 48 + 2 * 251 * 4;
-    const ProductRun tiled = multiply(a, b, BackendKind::cuda, std::int64_t{64} << 10, inputs + (std::int64_t{3} << 20));
+    const ProductRun tiled = multiply(a, b, BackendKind::cuda, std::int64_t{64} << 10, inputs + (std::int64_t{3} << 20), g_cuda);
     EXPECT_GT(tiled.chunks, 4);
     EXPECT_NE(tiled.device.find(path), std::string::npos) << tiled.device;
     ASSERT_TRUE(reference.output.bytes == tiled.output.bytes) << compare_outputs(reference.output, tiled.output);

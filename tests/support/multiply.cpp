@@ -4,7 +4,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "partition/compress.hpp"
 
 namespace blockmm::testing {
 namespace {
@@ -26,23 +25,29 @@ class MemorySink final : public RecordSink {
 }  // namespace
 
 ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::BackendKind kind, std::int64_t chunk_bytes,
-                    std::int64_t device_budget) {
+                    std::int64_t device_budget, const kernels::CudaChoices& cuda) {
   const std::int32_t p = a.shape.block_rows();
   auto dup = [](std::int32_t i, std::int32_t j) {
     return "duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")";
   };
-  const BlockMatrix am = partition::build_block_matrix(a, 0, p, partition::OperandRole::left, dup);
-  const BlockMatrix bm = partition::build_block_matrix(b, 0, p, partition::OperandRole::right, dup);
-  auto backend = kernels::make_backend(kind, {});
-  const kernels::Operands ops{am, bm};
+  kernels::BackendConfig config;
+  config.cuda = cuda;
+  config.device_memory_budget = device_budget;
+  auto backend = kernels::make_backend(kind, config);
+  MemoryRecordSource a_source(a);
+  MemoryRecordSource b_source(b);
+  const auto am = backend->build(a_source, {0, p, OperandRole::left, dup});
+  const auto bm = backend->build(b_source, {0, p, OperandRole::right, dup});
   ProductRun run;
-  run.pattern = backend->symbolic(ops);
+  run.block_products = backend->block_products(*am, *bm);
+  const auto pattern = backend->symbolic(*am, *bm);
+  run.layout = pattern->layout();
   run.output.shape = a.shape;
   MemorySink sink(run.output);
   kernels::NumericOptions options;
   options.chunk_bytes = chunk_bytes;
   options.device_memory_budget = device_budget;
-  const kernels::NumericReport report = backend->numeric(ops, run.pattern, sink, options);
+  const kernels::NumericReport report = backend->numeric(*am, *bm, *pattern, sink, options);
   run.chunks = report.chunks;
   run.device = report.device;
   return run;

@@ -9,15 +9,18 @@
 namespace blockmm::testing {
 
 struct ProductRun {
-  TilePattern pattern;
+  OutputLayout layout;  // the symbolic phase's tiles per row
+  std::int64_t block_products = 0;
   OutputRecords output;  // records in the order the backend emitted them
   std::int64_t chunks = 0;
   std::string device;  // the backend's description of where it ran (NumericReport::device)
 };
 
 // C = A x B on one rank with `kind`; chunk_bytes small values force many chunks.
+// `cuda` pins the choices the cuda backend would otherwise make (dense path, encoding, build).
 ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::BackendKind kind,
-                    std::int64_t chunk_bytes = std::int64_t{256} << 20, std::int64_t device_budget = 0);
+                    std::int64_t chunk_bytes = std::int64_t{256} << 20, std::int64_t device_budget = 0,
+                    const kernels::CudaChoices& cuda = {});
 
 // True if records are sorted by (i, j) with no repeats.
 bool sorted_unique(const OutputRecords& records);

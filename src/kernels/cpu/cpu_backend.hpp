@@ -11,7 +11,7 @@ namespace blockmm::kernels {
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
-// The two phases. The cuda backend runs cpu_symbolic on the host too (it overlaps the upload).
+// The two phases over host operands (kernels/host_operands.hpp builds them).
 TilePattern cpu_symbolic(const Operands& operands);
 NumericReport cpu_numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
                           const NumericOptions& options);

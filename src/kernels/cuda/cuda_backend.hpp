@@ -12,8 +12,9 @@ namespace blockmm::kernels {
 // Devices the CUDA runtime can use here; 0 without a driver, a device or a CUDA build.
 int cuda_device_count();
 
-// `sharers`: ranks using this device, which split its free memory.
-std::unique_ptr<Backend> make_cuda_backend(int device, int sharers);
+// config.device (its ordinal), config.device_sharers (ranks using it, which split its free
+// memory) and config.cuda are what the backend reads.
+std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& config);
 
 // Creates the device's CUDA context (0.1-0.4 s), so that a caller can overlap it with reading
 // the inputs. Never throws; a failure shows again when the backend is made.

@@ -6,7 +6,7 @@ namespace blockmm::kernels {
 
 int cuda_device_count() { return 0; }
 
-std::unique_ptr<Backend> make_cuda_backend(int /*device*/, int /*sharers*/) {
+std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& /*config*/) {
   throw ResourceError("the cuda backend is not in this build (configure with a CUDA compiler and BLOCKMM_ENABLE_CUDA=ON)");
 }
 

@@ -17,15 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/dense_plan.hpp"
 #include "kernels/cuda/tile_kernel.cuh"
 
 namespace blockmm::kernels::cuda {
-
-constexpr std::int64_t kDenseMaxOrder = std::int64_t{1} << 21;  // float64 stays exact below this n
-constexpr std::int64_t kPlanePad = 16;                         // int8 GEMM dimensions: multiples of 16
-constexpr std::int64_t kInt8MaxOrder = 131056;                 // padded K * 2^14 stays below 2^31
-
-__host__ __device__ constexpr std::int64_t pad_to_planes(std::int64_t x) { return (x + kPlanePad - 1) / kPlanePad * kPlanePad; }
 
 // The last index r in [lo, hi) with ptr[r] <= x: the row (or column) that holds entry x of a
 // compressed index whose entries [ptr[lo], ptr[hi]) include x. Empty rows share a ptr value;

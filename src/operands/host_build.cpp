@@ -1,4 +1,4 @@
-#include "partition/compress.hpp"
+#include "operands/host_build.hpp"
 
 #include <omp.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/error.hpp"
 
-namespace blockmm::partition {
+namespace blockmm::operands {
 namespace {
 
 void set_bit(std::uint64_t* mask, std::int32_t bit) { mask[bit >> 6] |= std::uint64_t{1} << (bit & 63); }
@@ -242,4 +242,16 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   return matrix;
 }
 
-}  // namespace blockmm::partition
+std::int64_t count_block_products(const BlockMatrix& a, const BlockMatrix& b) {
+  std::int64_t products = 0;
+#pragma omp parallel for reduction(+ : products) schedule(dynamic, 64) if (a.blocks() >= (1 << 14))
+  for (std::int32_t r = 0; r < a.rows_held(); ++r) {
+    for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+      const std::int32_t kr = a.col[e] - b.row_begin;
+      if (kr >= 0 && kr < b.rows_held()) products += b.row_ptr[kr + 1] - b.row_ptr[kr];
+    }
+  }
+  return products;
+}
+
+}  // namespace blockmm::operands

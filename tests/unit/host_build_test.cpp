@@ -1,4 +1,4 @@
-// build_block_matrix (partition/compress.hpp) against an independent construction: records
+// build_block_matrix (operands/host_build.hpp) against an independent construction: records
 // sorted by (i, j) with std::sort, all-zero blocks dropped, CSC built by scanning columns. Long
 // shuffled rows (hundreds of blocks, p > 256) exercise the radix sort of row keys; sorted inputs
 // the sortedness shortcut; duplicates in long rows must still be found.
@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "partition/compress.hpp"
+#include "operands/host_build.hpp"
 #include "support/random_blocks.hpp"
 
 namespace blockmm::testing {
 namespace {
 
-using partition::OperandRole;
+using operands::OperandRole;
 
 struct Expected {
   std::vector<std::int64_t> row_ptr;
@@ -49,7 +49,7 @@ void expect_matches(const InputRecords& records, const std::string& what) {
   SCOPED_TRACE(what);
   const std::int32_t p = records.shape.block_rows();
   const Expected e = expected_csr(records);
-  const BlockMatrix b = partition::build_block_matrix(records, 0, p, OperandRole::right,
+  const BlockMatrix b = operands::build_block_matrix(records, 0, p, OperandRole::right,
                                                       [](std::int32_t, std::int32_t) { return std::string("dup"); });
   ASSERT_EQ(b.row_ptr, e.row_ptr);
   ASSERT_TRUE(std::equal(b.col.begin(), b.col.end(), e.col.begin(), e.col.end()));
@@ -101,7 +101,7 @@ TEST(BuildBlockMatrix, DuplicateInALongRowIsFound) {
   records.bytes.insert(records.bytes.end(), records.bytes.begin(), records.bytes.begin() + static_cast<std::ptrdiff_t>(stride));
   const std::int32_t i = record_row(records.record(0)), j = record_col(records.record(0));
   try {
-    partition::build_block_matrix(records, 0, 400, OperandRole::left,
+    operands::build_block_matrix(records, 0, 400, OperandRole::left,
                                   [](std::int32_t r, std::int32_t c) { return std::to_string(r) + "," + std::to_string(c); });
     FAIL() << "duplicate not found";
   } catch (const InputError& e) {

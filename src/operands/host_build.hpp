@@ -1,5 +1,7 @@
 // From unordered records to compressed block matrices: CSR over a range of block-rows (and CSC
 // for right operands), duplicate detection, all-zero blocks dropped, operand masks computed.
+// The host implementation of a backend's build: the cpu and reference backends use it, and the
+// cuda backend where its device build would not fit the memory budget.
 #pragma once
 
 #include <cstdint>
@@ -8,20 +10,19 @@
 #include <vector>
 
 #include "core/block_matrix.hpp"
+#include "core/record_source.hpp"
 
-namespace blockmm::partition {
+namespace blockmm::operands {
 
-enum class OperandRole {
-  left,   // A: masks of non-zero columns; CSR only
-  right,  // B: masks of non-zero rows; CSR and CSC
-  plain,  // masks and CSC skipped (ownership checks, tools)
-};
-
-// Gives the text of the error for a duplicate block (i, j), e.g. naming the file and records.
-using DuplicateMessage = std::function<std::string(std::int32_t i, std::int32_t j)>;
+using blockmm::DuplicateMessage;
+using blockmm::OperandRole;
 
 // Every record's block-row must lie in [row_begin, row_end). Throws InputError on a duplicate.
 BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
                                OperandRole role, const DuplicateMessage& duplicate_message);
 
-}  // namespace blockmm::partition
+// Block products (pairs A(i,k), B(k,j)) of a panel whose B rows are `b`'s: the work every
+// backend must do.
+std::int64_t count_block_products(const BlockMatrix& a, const BlockMatrix& b);
+
+}  // namespace blockmm::operands

@@ -1,0 +1,87 @@
+#include "kernels/cuda/dense_plan.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace blockmm::kernels::cuda {
+namespace {
+
+ResourceError budget_error(std::int64_t room, std::int64_t need) {
+  return ResourceError("the cuda backend needs " + std::to_string((need >> 20) + 1) +
+                       " MiB of device memory beyond this rank's operands, but the budget leaves " +
+                       std::to_string(std::max<std::int64_t>(0, room) >> 20) +
+                       " MiB (raise --mem-budget, or use more ranks)");
+}
+
+}  // namespace
+
+bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices) {
+  if (problem.n >= kDenseMaxOrder || problem.tiles == 0) return false;
+  if (choices.dense == CudaChoices::Dense::always) return true;
+  if (choices.dense == CudaChoices::Dense::never) return false;
+  const double m = problem.m;
+  const double useful = static_cast<double>(problem.block_products) * m * m * m;
+  const double dense = static_cast<double>(problem.rows) * m * static_cast<double>(problem.n) * static_cast<double>(problem.n);
+  return useful >= kDenseFraction * dense;
+}
+
+DenseEncoding dense_encoding(std::int64_t n, const CudaChoices& choices) {
+  if (choices.dense_float64) return DenseEncoding::float64;
+  return n <= kInt8MaxOrder ? DenseEncoding::int8_planes : DenseEncoding::float64;
+}
+
+DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding) {
+  const bool planes = encoding == DenseEncoding::int8_planes;
+  const auto padded = [&](std::int64_t x) { return planes ? pad_to_planes(x) : x; };
+  const std::int64_t n = problem.n;
+  const std::int64_t m = problem.m;
+  const std::int64_t p = m > 0 ? n / m : 0;
+  DensePlan plan;
+  plan.encoding = encoding;
+  plan.k_pitch = padded(n);
+  // At most a quarter of the room each for the A tile [ti x n], the B tile [n x tj] and the
+  // product; the tiles' columns and work units (at most one a tile) are reserved first.
+  const std::int64_t vector_bytes = planes ? 2 * plan.k_pitch : 8 * n;  // an A tile row, a B tile column
+  const std::int64_t product_bytes = planes ? 16 : 8;                   // per output element
+  const std::int64_t pad = planes ? kPlanePad : 0;
+  const std::int64_t sums_bytes = planes ? 8 * (padded(kMaxDenseTileRows) + plan.k_pitch) : 0;
+  const std::int64_t reserved = problem.tiles * 20 + sums_bytes;
+  const std::int64_t quarter = (problem.room - reserved) / 4;
+  const std::int64_t least = 4 * vector_bytes * (m + pad) + reserved;
+  if (quarter <= 0) throw budget_error(problem.room, least);
+  const std::int64_t cols = std::min<std::int64_t>(p, (quarter / vector_bytes - pad) / m);
+  if (cols < 1) throw budget_error(problem.room, least);
+  plan.cols_per_tile = static_cast<std::int32_t>(cols);
+  plan.col_tiles = static_cast<std::int32_t>((p + cols - 1) / cols);
+  const std::int64_t tile_cols_max = cols * m;
+  const std::int64_t rows = std::min<std::int64_t>(
+      {std::max<std::int64_t>(1, kMaxDenseTileRows / m), (quarter / vector_bytes - pad) / m,
+       (quarter / (product_bytes * padded(tile_cols_max)) - pad) / m});
+  if (rows < 1) throw budget_error(problem.room, least);
+  plan.max_rows_per_tile = static_cast<std::int32_t>(rows);
+  plan.b_resident = cols == p;
+  plan.chunk_tiles =
+      std::max<std::int64_t>(1, std::min(problem.chunk_bytes, problem.room / 4) / (2 * problem.record_bytes));
+  const std::int64_t tile_rows_max = rows * m;
+  plan.workspace_bytes = planes ? 2 * padded(tile_rows_max) * plan.k_pitch + 2 * padded(tile_cols_max) * plan.k_pitch +
+                                      16 * padded(tile_rows_max) * padded(tile_cols_max) +
+                                      8 * (padded(tile_rows_max) + padded(tile_cols_max))
+                                : 8 * (tile_rows_max * n + n * tile_cols_max + tile_rows_max * tile_cols_max);
+  return plan;
+}
+
+std::vector<std::int32_t> dense_chunk_rows(const DensePlan& plan, const std::vector<std::int64_t>& row_ptr) {
+  const auto rows = static_cast<std::int32_t>(row_ptr.size()) - 1;
+  std::vector<std::int32_t> first;
+  for (std::int32_t r = 0; r < rows;) {
+    std::int32_t r1 = r + 1;
+    while (r1 < rows && r1 - r < plan.max_rows_per_tile && row_ptr[r1 + 1] - row_ptr[r] <= plan.chunk_tiles) ++r1;
+    first.push_back(r);
+    r = r1;
+  }
+  first.push_back(std::max(0, rows));
+  return first;
+}
+
+}  // namespace blockmm::kernels::cuda

@@ -1,0 +1,63 @@
+// The dense tensor-core path's plan, on the host only (in the spirit of CUTLASS's
+// can_implement and workspace size): whether the path pays, which exact encoding, how large the
+// A and B tiles are under the memory budget, and how output rows group into chunks. Pure C++,
+// compiled in every build, so that its unit tests run where there is no GPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+
+namespace blockmm::kernels::cuda {
+
+constexpr std::int64_t kDenseMaxOrder = std::int64_t{1} << 21;  // float64 stays exact below this n
+constexpr std::int64_t kPlanePad = 16;                         // int8 GEMM dimensions: multiples of 16
+constexpr std::int64_t kInt8MaxOrder = 131056;                 // padded K * 2^14 stays below 2^31
+// Where the dense path starts to pay (bench/NOTES.md): dense tiles on cuBLAS run about ten
+// times the sparse kernels' multiply-add rate, so they win once the block products exceed this
+// fraction of a dense product's.
+constexpr double kDenseFraction = 0.05;
+// A tiles at most this many rows: cuBLAS is at full speed well before that.
+constexpr std::int64_t kMaxDenseTileRows = 8192;
+
+constexpr std::int64_t pad_to_planes(std::int64_t x) { return (x + kPlanePad - 1) / kPlanePad * kPlanePad; }
+
+enum class DenseEncoding { int8_planes, float64 };
+
+// What the plan depends on: the panel and the device memory left for the numeric phase.
+struct DenseProblem {
+  std::int64_t n = 0;               // matrix order
+  std::int32_t m = 0;               // block order
+  std::int32_t rows = 0;            // block-rows of the panel
+  std::int64_t tiles = 0;           // output tiles of the panel
+  std::int64_t block_products = 0;  // of the panel
+  std::int64_t room = 0;            // device bytes for the numeric phase's buffers
+  std::int64_t chunk_bytes = 0;     // --chunk-size
+  std::int64_t record_bytes = 0;    // output record size
+};
+
+// Whether the dense path runs (the choice, or the block products against a dense product's).
+bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices);
+DenseEncoding dense_encoding(std::int64_t n, const CudaChoices& choices);
+
+struct DensePlan {
+  DenseEncoding encoding = DenseEncoding::int8_planes;
+  std::int32_t cols_per_tile = 0;      // block-columns of a B tile
+  std::int32_t col_tiles = 0;          // B tiles across the matrix
+  std::int32_t max_rows_per_tile = 0;  // block-rows of an A tile
+  bool b_resident = false;             // B's whole width in one tile, expanded once
+  std::int64_t chunk_tiles = 0;        // output tiles a chunk may hold
+  std::int64_t k_pitch = 0;            // a plane vector's length (n, padded for int8)
+  std::int64_t workspace_bytes = 0;    // device bytes of the dense tiles (A, B, product, sums)
+};
+
+// Throws ResourceError naming the budget when the room cannot hold the smallest tiles.
+DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding);
+
+// Chunks of whole block-rows: at most plan.chunk_tiles tiles (or one row) and
+// plan.max_rows_per_tile rows each. Returns the first panel row of each chunk, then `rows`.
+std::vector<std::int32_t> dense_chunk_rows(const DensePlan& plan, const std::vector<std::int64_t>& row_ptr);
+
+}  // namespace blockmm::kernels::cuda

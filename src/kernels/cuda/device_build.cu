@@ -1,0 +1,570 @@
+// Host-side sequencing of the device build and symbolic phase (kernels in build_kernels.cuh).
+#include "kernels/cuda/device_build.cuh"
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
+#include <cub/device/device_select.cuh>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/error.hpp"
+#include "kernels/cuda/build_kernels.cuh"
+#include "kernels/cuda/cuda_check.cuh"
+
+namespace blockmm::kernels::cuda {
+namespace {
+
+unsigned int grid_for(std::int64_t items, int threads = 256) {
+  return static_cast<unsigned int>(std::max<std::int64_t>(1, std::min<std::int64_t>((items + threads - 1) / threads, 1 << 20)));
+}
+
+// Bits that hold every value in [0, count): at least 1.
+int bits_for(std::int64_t count) {
+  int bits = 1;
+  while (bits < 62 && (std::int64_t{1} << bits) < count) ++bits;
+  return bits;
+}
+
+// CUB's temporary storage, grown on demand.
+class CubScratch {
+ public:
+  void* get(std::size_t bytes) {
+    if (bytes > buffer_.bytes()) buffer_ = DeviceArray<std::byte>(bytes);
+    return buffer_.get();
+  }
+
+ private:
+  DeviceArray<std::byte> buffer_;
+};
+
+template <typename T>
+void zero(DeviceArray<T>& array, cudaStream_t stream) {
+  if (array.bytes() > 0) BLOCKMM_CUDA_CHECK(cudaMemsetAsync(array.get(), 0, array.bytes(), stream));
+}
+
+template <typename T>
+T download_one(const T* device, cudaStream_t stream) {
+  T value{};
+  BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(&value, device, sizeof(T), cudaMemcpyDeviceToHost, stream));
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return value;
+}
+
+template <typename T>
+std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream) {
+  std::vector<T> host(static_cast<std::size_t>(count));
+  if (count > 0)
+    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, static_cast<std::size_t>(count) * sizeof(T),
+                                       cudaMemcpyDeviceToHost, stream));
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+template <typename T>
+DeviceArray<T> upload(const T* host, std::int64_t count, cudaStream_t stream) {
+  DeviceArray<T> device(static_cast<std::size_t>(count));
+  if (count > 0)
+    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(device.get(), host, static_cast<std::size_t>(count) * sizeof(T),
+                                       cudaMemcpyHostToDevice, stream));
+  return device;
+}
+
+// Exclusive sum of `count` int32 counts into `count + 1` pointers (the last one the total).
+template <typename In, typename Out>
+void exclusive_pointers(const In* counts, std::int64_t count, Out* pointers, CubScratch& scratch, cudaStream_t stream) {
+  BLOCKMM_CUDA_CHECK(cudaMemsetAsync(pointers, 0, sizeof(Out), stream));
+  if (count == 0) return;
+  std::size_t bytes = 0;
+  BLOCKMM_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, bytes, counts, pointers + 1, count, stream));
+  BLOCKMM_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scratch.get(bytes), bytes, counts, pointers + 1, count, stream));
+}
+
+// Reads the source with several threads into pinned slots, each slot's upload on its own stream
+// overlapping the next read. The device memory at `dest` receives every record in order.
+void upload_records(RecordSource& records, std::byte* dest, const BuildContext& context) {
+  const std::int64_t stride = records.stride();
+  const std::int64_t count = records.size();
+  const std::int64_t per_piece = std::max<std::int64_t>(1, StagingBuffers::kSlotBytes / stride);
+  const std::int64_t pieces = (count + per_piece - 1) / per_piece;
+  if (pieces == 0) return;
+  if (stride > StagingBuffers::kSlotBytes) {
+    // One record larger than a slot (m > 2896): read the whole share into host memory instead.
+    const InputRecords all = records.take();
+    BLOCKMM_CUDA_CHECK(cudaMemcpy(dest, all.bytes.data(), all.bytes.size(), cudaMemcpyHostToDevice));
+    return;
+  }
+  const int workers = static_cast<int>(
+      std::min<std::int64_t>({pieces, records.concurrent() ? std::max(1, context.threads) : 1, 16}));
+  context.staging->reserve(workers);
+  std::atomic<std::int64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto work = [&](int w) {
+    try {
+      BLOCKMM_CUDA_CHECK(cudaSetDevice(context.device));
+      Stream stream;
+      std::byte* slot = context.staging->slot(w);
+      try {
+        for (std::int64_t piece = next++; piece < pieces && !failed; piece = next++) {
+          BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));  // the slot's last upload is done
+          const std::int64_t first = piece * per_piece;
+          const std::int64_t n = std::min(per_piece, count - first);
+          records.read(first, n, slot);
+          BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(dest + first * stride, slot, static_cast<std::size_t>(n * stride),
+                                             cudaMemcpyHostToDevice, stream.get()));
+        }
+      } catch (...) {
+        cudaStreamSynchronize(stream.get());  // never free the stream (or reuse the slot) under a copy
+        throw;
+      }
+      BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    } catch (...) {
+      failed = true;
+      const std::lock_guard<std::mutex> lock(failure_lock);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+SymbolicOperands symbolic_view(const DeviceOperand& a, const DeviceOperand& b) {
+  SymbolicOperands ops{};
+  ops.a_row_ptr = a.d_row_ptr.get();
+  ops.a_col = a.d_col.get();
+  ops.a_masks = reinterpret_cast<const u64*>(a.d_masks.get());
+  ops.b_row_ptr = b.d_row_ptr.get();
+  ops.b_col = b.d_col.get();
+  ops.b_masks = reinterpret_cast<const u64*>(b.d_masks.get());
+  ops.b_row_begin = b.row_begin;
+  ops.b_rows = b.rows_held();
+  ops.m = a.shape.m;
+  ops.mask_words = mask_words(a.shape.m);
+  return ops;
+}
+
+// Block products of each A row (int64, rows entries), on the device.
+DeviceArray<std::int64_t> row_products(const DeviceOperand& a, const DeviceOperand& b, CubScratch& scratch,
+                                       cudaStream_t stream) {
+  const std::int32_t rows = a.rows_held();
+  DeviceArray<std::int64_t> per_row(static_cast<std::size_t>(rows));
+  if (rows == 0) return per_row;
+  if (a.blocks() == 0) {
+    zero(per_row, stream);
+    return per_row;
+  }
+  DeviceArray<std::int64_t> per_block(static_cast<std::size_t>(a.blocks()));
+  products_per_block<<<grid_for(a.blocks()), 256, 0, stream>>>(symbolic_view(a, b), a.blocks(), per_block.get());
+  BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  std::size_t bytes = 0;
+  BLOCKMM_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(nullptr, bytes, per_block.get(), per_row.get(), rows,
+                                                     a.d_row_ptr.get(), a.d_row_ptr.get() + 1, stream));
+  BLOCKMM_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(scratch.get(bytes), bytes, per_block.get(), per_row.get(), rows,
+                                                     a.d_row_ptr.get(), a.d_row_ptr.get() + 1, stream));
+  return per_row;
+}
+
+}  // namespace
+
+std::int64_t device_build_bytes(const RecordSource& records, const OperandSpec& spec) {
+  const std::int64_t n = records.size();
+  const std::int64_t m = records.shape().m;
+  const std::int64_t rows = spec.row_end - spec.row_begin;
+  const std::int64_t p = records.shape().block_rows();
+  const std::int64_t sort = n * (2 * 8 + 2 * 4) + n * 16 + (std::int64_t{64} << 20);  // keys, indices, CUB
+  const std::int64_t flags = n * (1 + 4 + 4);
+  const std::int64_t result = n * (2 * m * m + 8 * mask_words(static_cast<std::int32_t>(m)) + 12) + 4 * (rows + 1) +
+                              (spec.role == OperandRole::right ? 4 * (p + 1) + 8 * n : 0);
+  return n * records.stride() + sort + flags + result;
+}
+
+std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const OperandSpec& spec,
+                                               const BuildContext& context, cudaStream_t stream) {
+  auto operand = std::make_unique<DeviceOperand>();
+  DeviceOperand& d = *operand;
+  d.shape = records.shape();
+  d.row_begin = spec.row_begin;
+  d.row_end = spec.row_end;
+  d.built_on_device = true;
+  const std::int32_t m = d.shape.m;
+  const std::int32_t p = d.shape.block_rows();
+  const std::int32_t rows = d.rows_held();
+  const std::int64_t count = records.size();
+  const std::int64_t stride = records.stride();
+  const int words = mask_words(m);
+  if (count > std::int64_t{INT32_MAX})
+    throw Error(ExitCode::resource, "more than 2^31 - 1 blocks on one rank; use more ranks");
+  CubScratch scratch;
+
+  // 1. The records, uploaded while they are read.
+  DeviceArray<std::byte> d_records(static_cast<std::size_t>(count * stride));
+  upload_records(records, d_records.get(), context);
+
+  // 2. Sort keys (row, column) with the record index; all-zero flags; rows checked.
+  const int col_bits = bits_for(p);
+  const int row_bits = bits_for(std::max(1, rows));
+  DeviceArray<u64> keys(static_cast<std::size_t>(count)), keys_alt(static_cast<std::size_t>(count));
+  DeviceArray<std::int32_t> index(static_cast<std::size_t>(count)), index_alt(static_cast<std::size_t>(count));
+  DeviceArray<std::uint8_t> is_zero(static_cast<std::size_t>(count));
+  DeviceArray<u64> flags(2);  // [0] misplaced record + 1, [1] last duplicate position + 1
+  zero(flags, stream);
+  if (count > 0) {
+    record_keys<<<grid_for(count), 256, 0, stream>>>(d_records.get(), stride, count, m, spec.row_begin, spec.row_end,
+                                                    col_bits, keys.get(), index.get(), is_zero.get(), flags.get());
+    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  }
+  cub::DoubleBuffer<u64> key_buffer(keys.get(), keys_alt.get());
+  cub::DoubleBuffer<std::int32_t> index_buffer(index.get(), index_alt.get());
+  if (count > 1) {
+    std::size_t bytes = 0;
+    BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, key_buffer, index_buffer, count, 0,
+                                                       row_bits + col_bits, stream));
+    BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.get(bytes), bytes, key_buffer, index_buffer, count, 0,
+                                                       row_bits + col_bits, stream));
+    find_duplicates<<<grid_for(count), 256, 0, stream>>>(key_buffer.Current(), count, flags.get() + 1);
+    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  }
+  const std::vector<u64> found = download(flags.get(), 2, stream);
+  if (found[0] != 0) {
+    std::int32_t row = 0;
+    BLOCKMM_CUDA_CHECK(cudaMemcpy(&row, d_records.get() + (found[0] - 1) * stride, sizeof row, cudaMemcpyDeviceToHost));
+    throw Error(ExitCode::other, "internal error: block-row " + std::to_string(row) + " sent to the wrong rank");
+  }
+  if (found[1] != 0) {
+    const u64 key = download_one(key_buffer.Current() + (found[1] - 1), stream);
+    throw InputError(spec.duplicate_message(spec.row_begin + static_cast<std::int32_t>(key >> col_bits),
+                                            static_cast<std::int32_t>(key & ((u64{1} << col_bits) - 1))));
+  }
+
+  // 3. Drop all-zero blocks; place the kept ones in CSR order; row pointers.
+  DeviceArray<std::int32_t> kept(static_cast<std::size_t>(count)), position(static_cast<std::size_t>(count) + 1);
+  DeviceArray<std::int32_t> row_count(static_cast<std::size_t>(rows));
+  zero(row_count, stream);
+  if (count > 0) {
+    mark_kept<<<grid_for(count), 256, 0, stream>>>(index_buffer.Current(), is_zero.get(), count, kept.get());
+    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  }
+  exclusive_pointers(kept.get(), count, position.get(), scratch, stream);
+  d.blocks_ = download_one(position.get() + count, stream);
+  const std::int64_t blocks = d.blocks_;
+  DeviceArray<std::int32_t> block_source(static_cast<std::size_t>(blocks)), block_row(static_cast<std::size_t>(blocks));
+  d.d_col = DeviceArray<std::int32_t>(static_cast<std::size_t>(blocks));
+  if (count > 0) {
+    place_blocks<<<grid_for(count), 256, 0, stream>>>(key_buffer.Current(), index_buffer.Current(), kept.get(),
+                                                     position.get(), count, col_bits, block_source.get(), d.d_col.get(),
+                                                     block_row.get(), row_count.get());
+    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  }
+  d.d_row_ptr = DeviceArray<std::int32_t>(static_cast<std::size_t>(rows) + 1);
+  exclusive_pointers(row_count.get(), rows, d.d_row_ptr.get(), scratch, stream);
+  // The sort buffers go before the values arrive.
+  keys = {}, keys_alt = {}, index = {}, index_alt = {}, is_zero = {}, kept = {}, position = {}, row_count = {};
+
+  // 4. Values in CSR order and the masks; then the records go.
+  d.d_values = DeviceArray<std::uint16_t>(static_cast<std::size_t>(blocks * d.shape.block_values()));
+  d.d_masks = DeviceArray<std::uint64_t>(static_cast<std::size_t>(blocks * words));
+  if (blocks > 0) {
+    gather_values<<<grid_for(blocks, 128), 128, 0, stream>>>(d_records.get(), stride, block_source.get(), blocks, m, words,
+                                                            spec.role == OperandRole::left, d.d_values.get(),
+                                                            reinterpret_cast<u64*>(d.d_masks.get()));
+    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  }
+  const std::vector<std::int32_t> row_ptr = download(d.d_row_ptr.get(), rows + 1, stream);
+  d.row_ptr.assign(row_ptr.begin(), row_ptr.end());
+  d_records = {};
+  block_source = {};
+
+  // 5. CSC of the right operand: kept blocks sorted by (column, row).
+  if (spec.role == OperandRole::right) {
+    DeviceArray<u64> csc_key(static_cast<std::size_t>(blocks)), csc_key_alt(static_cast<std::size_t>(blocks));
+    DeviceArray<std::int32_t> entry(static_cast<std::size_t>(blocks)), entry_alt(static_cast<std::size_t>(blocks));
+    DeviceArray<std::int32_t> col_count(static_cast<std::size_t>(p));
+    zero(col_count, stream);
+    d.d_col_ptr = DeviceArray<std::int32_t>(static_cast<std::size_t>(p) + 1);
+    d.d_csc_row = DeviceArray<std::int32_t>(static_cast<std::size_t>(blocks));
+    if (blocks > 0) {
+      csc_keys<<<grid_for(blocks), 256, 0, stream>>>(d.d_col.get(), block_row.get(), blocks, row_bits, csc_key.get(),
+                                                    entry.get(), col_count.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+    }
+    cub::DoubleBuffer<u64> csc_buffer(csc_key.get(), csc_key_alt.get());
+    cub::DoubleBuffer<std::int32_t> entry_buffer(entry.get(), entry_alt.get());
+    if (blocks > 1) {
+      std::size_t bytes = 0;
+      BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, csc_buffer, entry_buffer, blocks, 0,
+                                                         row_bits + col_bits, stream));
+      BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.get(bytes), bytes, csc_buffer, entry_buffer, blocks, 0,
+                                                         row_bits + col_bits, stream));
+    }
+    if (blocks > 0) {
+      csc_rows<<<grid_for(blocks), 256, 0, stream>>>(csc_buffer.Current(), blocks, row_bits, d.row_begin,
+                                                    d.d_csc_row.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+    }
+    exclusive_pointers(col_count.get(), p, d.d_col_ptr.get(), scratch, stream);
+    // The sorted entries are in one of the two buffers; keep that one.
+    d.d_csc_block = entry_buffer.Current() == entry.get() ? std::move(entry) : std::move(entry_alt);
+    const std::vector<std::int32_t> col_ptr = download(d.d_col_ptr.get(), std::int64_t{p} + 1, stream);
+    d.col_ptr.assign(col_ptr.begin(), col_ptr.end());
+  }
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return operand;
+}
+
+std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, OperandRole role, cudaStream_t stream) {
+  auto operand = std::make_unique<DeviceOperand>();
+  DeviceOperand& d = *operand;
+  d.shape = matrix.shape;
+  d.row_begin = matrix.row_begin;
+  d.row_end = matrix.row_end;
+  d.blocks_ = matrix.blocks();
+  d.row_ptr = matrix.row_ptr;
+  const std::vector<std::int32_t> row_ptr(matrix.row_ptr.begin(), matrix.row_ptr.end());
+  d.d_row_ptr = upload(row_ptr.data(), static_cast<std::int64_t>(row_ptr.size()), stream);
+  d.d_col = upload(matrix.col.data(), static_cast<std::int64_t>(matrix.col.size()), stream);
+  d.d_values = upload(matrix.values.data(), static_cast<std::int64_t>(matrix.values.size()), stream);
+  d.d_masks = upload(matrix.masks.data(), static_cast<std::int64_t>(matrix.masks.size()), stream);
+  if (role == OperandRole::right) {
+    d.col_ptr = matrix.col_ptr;
+    const std::vector<std::int32_t> col_ptr(matrix.col_ptr.begin(), matrix.col_ptr.end());
+    d.d_col_ptr = upload(col_ptr.data(), static_cast<std::int64_t>(col_ptr.size()), stream);
+    d.d_csc_row = upload(matrix.csc_row.data(), static_cast<std::int64_t>(matrix.csc_row.size()), stream);
+    d.d_csc_block = upload(matrix.csc_block.data(), static_cast<std::int64_t>(matrix.csc_block.size()), stream);
+  }
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors are pageable and temporary
+  return operand;
+}
+
+std::int64_t device_block_products(const DeviceOperand& a, const DeviceOperand& b, cudaStream_t stream) {
+  const std::int32_t rows = a.rows_held();
+  if (rows == 0 || a.blocks() == 0) return 0;
+  CubScratch scratch;
+  DeviceArray<std::int64_t> per_row = row_products(a, b, scratch, stream);
+  DeviceArray<std::int64_t> total(1);
+  std::size_t bytes = 0;
+  BLOCKMM_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, per_row.get(), total.get(), rows, stream));
+  BLOCKMM_CUDA_CHECK(cub::DeviceReduce::Sum(scratch.get(bytes), bytes, per_row.get(), total.get(), rows, stream));
+  return download_one(total.get(), stream);
+}
+
+std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const DeviceOperand& b, std::int64_t batch_bytes,
+                                               cudaStream_t stream) {
+  const std::int32_t rows = a.rows_held();
+  const std::int32_t p = a.shape.block_rows();
+  const std::int64_t words = (std::int64_t{p} + 63) / 64;
+  const SymbolicOperands ops = symbolic_view(a, b);
+  CubScratch scratch;
+  OutputLayout layout;
+  layout.row_begin = a.row_begin;
+  layout.row_end = a.row_end;
+
+  // Each row's block products decide its method: a bitset of the row's columns when the
+  // products outnumber the bitset's words (dense rows), else the products' columns sorted.
+  const std::vector<std::int64_t> products = [&] {
+    DeviceArray<std::int64_t> per_row = row_products(a, b, scratch, stream);
+    return download(per_row.get(), rows, stream);
+  }();
+  const std::int64_t heavy_at = std::max<std::int64_t>(64, 2 * words);
+  std::vector<std::int32_t> light_rows, heavy_rows;
+  for (std::int32_t r = 0; r < rows; ++r) {
+    if (products[r] == 0) continue;
+    (products[r] > heavy_at ? heavy_rows : light_rows).push_back(r);
+  }
+
+  std::vector<std::int64_t> tiles(static_cast<std::size_t>(rows), 0);
+  std::vector<std::int64_t> source(static_cast<std::size_t>(rows), 0);  // where a row's columns are
+  std::vector<std::uint8_t> is_heavy(static_cast<std::size_t>(rows), 0);
+
+  // Light rows, in batches of consecutive rows whose products fit the batch (16 bytes each:
+  // keys and the sort's second buffer); a longer single row is a batch alone.
+  std::vector<DeviceArray<std::int32_t>> light_parts;
+  std::vector<std::int64_t> light_part_first;  // offset of each part in the concatenation
+  std::int64_t light_total = 0;
+  {
+    const std::int64_t cap = std::max<std::int64_t>(1, batch_bytes / 16);
+    DeviceArray<std::int64_t> d_tiles(static_cast<std::size_t>(rows));
+    zero(d_tiles, stream);
+    for (std::size_t i0 = 0; i0 < light_rows.size();) {
+      std::size_t i1 = i0;
+      std::int64_t batch_products = 0;
+      std::vector<std::int64_t> first;
+      while (i1 < light_rows.size() && (i1 == i0 || batch_products + products[light_rows[i1]] <= cap)) {
+        first.push_back(batch_products);
+        batch_products += products[light_rows[i1]];
+        ++i1;
+      }
+      const auto batch_rows = static_cast<std::int32_t>(i1 - i0);
+      const int col_bits = bits_for(p);
+      const int index_bits = bits_for(std::int64_t{batch_rows} + 1);
+      const u64 sentinel = (u64{1} << (index_bits + col_bits)) - 1;
+      DeviceArray<std::int32_t> d_rows = upload(light_rows.data() + i0, batch_rows, stream);
+      DeviceArray<std::int64_t> d_first = upload(first.data(), batch_rows, stream);
+      DeviceArray<u64> keys(static_cast<std::size_t>(batch_products)), keys_alt(static_cast<std::size_t>(batch_products));
+      expand_light_rows<<<grid_for(std::int64_t{batch_rows} * 32), 256, 0, stream>>>(
+          ops, d_rows.get(), batch_rows, d_first.get(), col_bits, sentinel, keys.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      cub::DoubleBuffer<u64> buffer(keys.get(), keys_alt.get());
+      std::size_t bytes = 0;
+      BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, buffer, batch_products, 0, index_bits + col_bits, stream));
+      BLOCKMM_CUDA_CHECK(
+          cub::DeviceRadixSort::SortKeys(scratch.get(bytes), bytes, buffer, batch_products, 0, index_bits + col_bits, stream));
+      u64* unique = buffer.Current() == keys.get() ? keys_alt.get() : keys.get();
+      DeviceArray<std::int64_t> unique_count(1);
+      BLOCKMM_CUDA_CHECK(cub::DeviceSelect::Unique(nullptr, bytes, buffer.Current(), unique, unique_count.get(),
+                                                   batch_products, stream));
+      BLOCKMM_CUDA_CHECK(cub::DeviceSelect::Unique(scratch.get(bytes), bytes, buffer.Current(), unique,
+                                                   unique_count.get(), batch_products, stream));
+      std::int64_t kept = download_one(unique_count.get(), stream);
+      if (kept > 0 && download_one(unique + kept - 1, stream) == sentinel) --kept;
+      DeviceArray<std::int32_t> cols(static_cast<std::size_t>(kept));
+      if (kept > 0) {
+        light_columns<<<grid_for(kept), 256, 0, stream>>>(unique, kept, col_bits, d_rows.get(), d_tiles.get(), cols.get());
+        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      }
+      light_part_first.push_back(light_total);
+      light_total += kept;
+      light_parts.push_back(std::move(cols));
+      BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the batch's buffers go now
+      i0 = i1;
+    }
+    if (!light_rows.empty()) {
+      const std::vector<std::int64_t> counts = download(d_tiles.get(), rows, stream);
+      std::int64_t at = 0;
+      for (std::int32_t r : light_rows) {
+        tiles[r] = counts[r];
+        source[r] = at;
+        at += counts[r];
+      }
+    }
+  }
+  // One array of the light rows' columns, in row order.
+  DeviceArray<std::int32_t> light_cols;
+  if (light_parts.size() == 1) {
+    light_cols = std::move(light_parts[0]);
+  } else if (light_parts.size() > 1) {
+    light_cols = DeviceArray<std::int32_t>(static_cast<std::size_t>(light_total));
+    for (std::size_t part = 0; part < light_parts.size(); ++part)
+      if (light_parts[part].size() > 0)
+        BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(light_cols.get() + light_part_first[part], light_parts[part].get(),
+                                           light_parts[part].bytes(), cudaMemcpyDeviceToDevice, stream));
+    BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    light_parts.clear();
+  }
+
+  // Heavy rows, in batches of bitsets within the batch scratch. B's rows as column bitsets let a
+  // full-mask A block OR a whole row; built when they fit beside the batch.
+  DeviceArray<std::int32_t> heavy_cols;
+  if (!heavy_rows.empty()) {
+    DeviceArray<u64> b_columns;
+    const std::int64_t b_columns_bytes = std::int64_t{b.rows_held()} * words * 8;
+    if (b_columns_bytes <= batch_bytes) {
+      b_columns = DeviceArray<u64>(static_cast<std::size_t>(std::int64_t{b.rows_held()} * words));
+      zero(b_columns, stream);
+      if (b.rows_held() > 0) {
+        b_row_columns<<<static_cast<unsigned int>(std::min<std::int64_t>(b.rows_held(), 1 << 16)), 128, 0, stream>>>(
+            ops, words, b_columns.get());
+        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      }
+    }
+    constexpr int kThreads = 256;
+    const std::size_t shared_bytes = static_cast<std::size_t>(words * 8);
+    const bool use_shared = shared_bytes <= 48 * 1024;
+    const std::int64_t batch_rows = std::max<std::int64_t>(1, batch_bytes / (words * 8));
+    std::vector<std::int64_t> heavy_tiles;
+    std::vector<DeviceArray<std::int32_t>> parts;
+    std::vector<std::int64_t> part_first;
+    std::int64_t heavy_total = 0;
+    for (std::size_t i0 = 0; i0 < heavy_rows.size(); i0 += static_cast<std::size_t>(batch_rows)) {
+      const auto n = static_cast<std::int32_t>(std::min<std::int64_t>(batch_rows, heavy_rows.size() - i0));
+      DeviceArray<std::int32_t> d_rows = upload(heavy_rows.data() + i0, n, stream);
+      DeviceArray<u64> bits(static_cast<std::size_t>(n * words));
+      DeviceArray<std::int64_t> counts(static_cast<std::size_t>(n));
+      heavy_row_bitsets<kThreads><<<static_cast<unsigned int>(n), kThreads, use_shared ? shared_bytes : 0, stream>>>(
+          ops, d_rows.get(), words, b_columns.get(), use_shared, bits.get(), counts.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      const std::vector<std::int64_t> batch_counts = download(counts.get(), n, stream);
+      std::vector<std::int64_t> offset(static_cast<std::size_t>(n));
+      std::int64_t batch_total = 0;
+      for (std::int32_t i = 0; i < n; ++i) {
+        offset[i] = batch_total;
+        batch_total += batch_counts[i];
+        heavy_tiles.push_back(batch_counts[i]);
+      }
+      DeviceArray<std::int64_t> d_offset = upload(offset.data(), n, stream);
+      DeviceArray<std::int32_t> cols(static_cast<std::size_t>(batch_total));
+      bitset_columns<kThreads><<<static_cast<unsigned int>(n), kThreads, 0, stream>>>(bits.get(), words, d_offset.get(),
+                                                                                     cols.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      part_first.push_back(heavy_total);
+      heavy_total += batch_total;
+      parts.push_back(std::move(cols));
+    }
+    if (parts.size() == 1) {
+      heavy_cols = std::move(parts[0]);
+    } else {
+      heavy_cols = DeviceArray<std::int32_t>(static_cast<std::size_t>(heavy_total));
+      for (std::size_t part = 0; part < parts.size(); ++part)
+        if (parts[part].size() > 0)
+          BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(heavy_cols.get() + part_first[part], parts[part].get(), parts[part].bytes(),
+                                             cudaMemcpyDeviceToDevice, stream));
+      BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    std::int64_t at = 0;
+    for (std::size_t i = 0; i < heavy_rows.size(); ++i) {
+      const std::int32_t r = heavy_rows[i];
+      tiles[r] = heavy_tiles[i];
+      source[r] = at;
+      is_heavy[r] = 1;
+      at += heavy_tiles[i];
+    }
+  }
+
+  // The pattern: row pointers on both sides, the columns placed row by row.
+  layout.row_ptr.assign(static_cast<std::size_t>(rows) + 1, 0);
+  for (std::int32_t r = 0; r < rows; ++r) layout.row_ptr[r + 1] = layout.row_ptr[r] + tiles[r];
+  auto pattern = std::make_unique<DevicePattern>(std::move(layout));
+  const OutputLayout& placed = pattern->layout();
+  pattern->d_row_ptr = upload(placed.row_ptr.data(), rows + 1, stream);
+  if (heavy_rows.empty()) {
+    pattern->d_col = std::move(light_cols);
+  } else if (light_rows.empty()) {
+    pattern->d_col = std::move(heavy_cols);
+  } else {
+    pattern->d_col = DeviceArray<std::int32_t>(static_cast<std::size_t>(placed.tiles()));
+    DeviceArray<std::int64_t> d_source = upload(source.data(), rows, stream);
+    DeviceArray<std::uint8_t> d_heavy = upload(is_heavy.data(), rows, stream);
+    place_rows<<<grid_for(std::int64_t{rows} * 32), 256, 0, stream>>>(pattern->d_row_ptr.get(), rows, light_cols.get(),
+                                                                      heavy_cols.get(), d_source.get(), d_heavy.get(),
+                                                                      pattern->d_col.get());
+    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  }
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return pattern;
+}
+
+std::vector<std::int64_t> column_tile_splits(const DevicePattern& pattern, std::int32_t col_tiles, std::int32_t tile_cols,
+                                             cudaStream_t stream) {
+  const std::int32_t rows = pattern.layout().row_end - pattern.layout().row_begin;
+  const std::int64_t items = std::int64_t{rows} * (col_tiles + 1);
+  DeviceArray<std::int64_t> split(static_cast<std::size_t>(items));
+  if (items > 0) {
+    cuda::column_tile_splits<<<grid_for(items), 256, 0, stream>>>(pattern.d_row_ptr.get(), pattern.d_col.get(), rows,
+                                                                 col_tiles, tile_cols, split.get());
+    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  }
+  return download(split.get(), items, stream);
+}
+
+}  // namespace blockmm::kernels::cuda

@@ -1,0 +1,63 @@
+// The cuda backend's operands, built where they are used: records are read by many threads into
+// pinned staging buffers and uploaded while the read goes on, then sorted, checked and
+// compressed on the device (CUB radix sorts, scans, selects). The exact symbolic phase and the
+// block-product count run there too. Only counts and offsets come back to the host.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/record_source.hpp"
+#include "kernels/cuda/device_memory.cuh"
+#include "kernels/cuda/device_operands.cuh"
+
+namespace blockmm::kernels::cuda {
+
+// Pinned buffers that records pass through on their way to the device, one per reading thread,
+// kept by the backend for both operands (pinning memory is slow; doing it once is enough).
+class StagingBuffers {
+ public:
+  static constexpr std::int64_t kSlotBytes = std::int64_t{16} << 20;
+  // Grows to `slots` buffers (never shrinks).
+  void reserve(int slots) {
+    while (static_cast<int>(slots_.size()) < slots) slots_.emplace_back(static_cast<std::size_t>(kSlotBytes));
+  }
+  std::byte* slot(int s) const { return slots_[static_cast<std::size_t>(s)].get(); }
+
+ private:
+  std::vector<PinnedBuffer> slots_;
+};
+
+struct BuildContext {
+  int device = 0;
+  int threads = 1;                // reading threads
+  std::int64_t available = 0;     // device bytes this build may use at its peak
+  StagingBuffers* staging = nullptr;
+};
+
+// Device bytes the device build of `records` needs at its peak (records, sort buffers, result).
+std::int64_t device_build_bytes(const RecordSource& records, const OperandSpec& spec);
+
+// Throws InputError (spec.duplicate_message) on a duplicate block.
+std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const OperandSpec& spec,
+                                               const BuildContext& context, cudaStream_t stream);
+
+// The fallback: an operand built on the host (operands::build_block_matrix), uploaded.
+std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, OperandRole role, cudaStream_t stream);
+
+std::int64_t device_block_products(const DeviceOperand& a, const DeviceOperand& b, cudaStream_t stream);
+
+// Exact symbolic phase on the device, rows taken in batches of at most `batch_bytes` of scratch
+// (one row alone may exceed it).
+std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const DeviceOperand& b, std::int64_t batch_bytes,
+                                               cudaStream_t stream);
+
+// Per row of the pattern, where each column tile of `tile_cols` block-columns starts:
+// rows x (col_tiles + 1) absolute tile indices (offsets only), for the dense path's work units.
+std::vector<std::int64_t> column_tile_splits(const DevicePattern& pattern, std::int32_t col_tiles,
+                                             std::int32_t tile_cols, cudaStream_t stream);
+
+}  // namespace blockmm::kernels::cuda

@@ -1,0 +1,57 @@
+// Operands and patterns held in host memory: what the cpu and reference backends build and
+// consume. The build itself is operands::build_block_matrix (a layer below the kernels).
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "core/error.hpp"
+#include "kernels/backend.hpp"
+#include "operands/host_build.hpp"
+
+namespace blockmm::kernels {
+
+class HostOperand final : public Operand {
+ public:
+  explicit HostOperand(BlockMatrix matrix) : matrix_(std::move(matrix)) {}
+  std::int64_t blocks() const override { return matrix_.blocks(); }
+  const BlockMatrix& matrix() const { return matrix_; }
+
+ private:
+  BlockMatrix matrix_;
+};
+
+class HostPattern final : public ProductPattern {
+ public:
+  explicit HostPattern(TilePattern pattern) : pattern_(std::move(pattern)) {
+    layout_.row_begin = pattern_.row_begin;
+    layout_.row_end = pattern_.row_end;
+    layout_.row_ptr = pattern_.row_ptr;
+  }
+  const TilePattern& pattern() const { return pattern_; }
+
+ private:
+  TilePattern pattern_;
+};
+
+// The host build of an operand from any record source.
+inline std::unique_ptr<Operand> build_host_operand(RecordSource& records, const OperandSpec& spec) {
+  const InputRecords all = records.take();
+  return std::make_unique<HostOperand>(
+      operands::build_block_matrix(all, spec.row_begin, spec.row_end, spec.role, spec.duplicate_message));
+}
+
+// The host form behind an operand or pattern that a host backend made; anything else is a
+// programming error (operands never move between backends).
+inline const BlockMatrix& host_matrix(const Operand& operand) {
+  const auto* host = dynamic_cast<const HostOperand*>(&operand);
+  if (host == nullptr) throw Error(ExitCode::other, "internal error: an operand built by another backend");
+  return host->matrix();
+}
+inline const TilePattern& host_pattern(const ProductPattern& pattern) {
+  const auto* host = dynamic_cast<const HostPattern*>(&pattern);
+  if (host == nullptr) throw Error(ExitCode::other, "internal error: a pattern made by another backend");
+  return host->pattern();
+}
+
+}  // namespace blockmm::kernels

@@ -1,0 +1,36 @@
+// Which records each rank builds its operands from: output block-rows split over the ranks by
+// work, this rank's A rows, and the B rows its panel references. The driver only sequences
+// phases; this is the distribution algorithm.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "core/record_source.hpp"
+#include "io/input_file.hpp"
+#include "partition/exchange.hpp"
+
+namespace blockmm::partition {
+
+struct Distribution {
+  std::vector<std::int32_t> bounds;  // ranks + 1: rank r owns output block-rows [bounds[r], bounds[r+1])
+  // This rank's A rows and the B rows its panel needs, with the rows each covers. On one rank
+  // these read straight from the files, so a backend can stream them where it builds.
+  std::unique_ptr<RecordSource> a;
+  std::unique_ptr<RecordSource> b;
+  OperandSpec a_spec;
+  OperandSpec b_spec;
+  ExchangeCounters exchanged;
+  // Seconds spent here, by phase (all zero on one rank: the backend's build reads).
+  double read_seconds = 0;
+  double exchange_seconds = 0;
+  double build_seconds = 0;  // the ownership build that finds duplicates in B
+};
+
+// Collective. Duplicate blocks anywhere in A or B are reported (InputError naming the file and
+// records) by the time every rank has built its operands from the result.
+Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm);
+
+}  // namespace blockmm::partition

@@ -1,0 +1,110 @@
+// The dense GPU path's host-side plan (kernels/cuda/dense_plan.hpp): when the path pays, which
+// encoding keeps sums exact, tile sizes within the budget, and row chunks that cover every row
+// once. Runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "core/error.hpp"
+#include "kernels/cuda/dense_plan.hpp"
+
+namespace blockmm::kernels::cuda {
+namespace {
+
+DenseProblem problem(std::int64_t n, std::int32_t m, std::int64_t room) {
+  DenseProblem pr;
+  pr.n = n;
+  pr.m = m;
+  pr.rows = static_cast<std::int32_t>(n / m);
+  pr.tiles = (n / m) * (n / m);
+  pr.block_products = pr.tiles * (n / m);
+  pr.room = room;
+  pr.chunk_bytes = std::int64_t{256} << 20;
+  pr.record_bytes = 8 + 4 * std::int64_t{m} * m;
+  return pr;
+}
+
+TEST(DensePlan, PaysAboveTheDenseFractionUnlessForced) {
+  DenseProblem pr = problem(4096, 4, std::int64_t{1} << 34);
+  const CudaChoices automatic;
+  EXPECT_TRUE(dense_path_pays(pr, automatic));
+  // Block products at 4% of a dense product's multiply-adds: the sparse kernels.
+  pr.block_products = static_cast<std::int64_t>(0.04 * double(pr.rows) * pr.n * pr.n / (double(pr.m) * pr.m));
+  EXPECT_FALSE(dense_path_pays(pr, automatic));
+  CudaChoices always;
+  always.dense = CudaChoices::Dense::always;
+  EXPECT_TRUE(dense_path_pays(pr, always));
+  CudaChoices never;
+  never.dense = CudaChoices::Dense::never;
+  EXPECT_FALSE(dense_path_pays(problem(4096, 4, std::int64_t{1} << 34), never));
+  // float64 stops being exact at n = 2^21: never dense there, whatever the choice.
+  EXPECT_FALSE(dense_path_pays(problem(kDenseMaxOrder, 1, std::int64_t{1} << 34), always));
+  DenseProblem empty = problem(4096, 4, std::int64_t{1} << 34);
+  empty.tiles = 0;
+  EXPECT_FALSE(dense_path_pays(empty, always));
+}
+
+TEST(DensePlan, Int8PlanesWhereTheirSumsAreExact) {
+  const CudaChoices automatic;
+  EXPECT_EQ(dense_encoding(kInt8MaxOrder, automatic), DenseEncoding::int8_planes);
+  EXPECT_EQ(dense_encoding(kInt8MaxOrder + 1, automatic), DenseEncoding::float64);
+  CudaChoices f64;
+  f64.dense_float64 = true;
+  EXPECT_EQ(dense_encoding(1024, f64), DenseEncoding::float64);
+  // The int8 bound: padded K times 2^14 (the largest |X'Y'|) stays below 2^31.
+  EXPECT_LT(pad_to_planes(kInt8MaxOrder) * (std::int64_t{1} << 14), std::int64_t{1} << 31);
+}
+
+TEST(DensePlan, TilesFitTheRoomAndBStaysResidentWhenItFits) {
+  for (const DenseEncoding encoding : {DenseEncoding::int8_planes, DenseEncoding::float64}) {
+    const DensePlan roomy = plan_dense(problem(16384, 8, std::int64_t{40} << 30), encoding);
+    EXPECT_TRUE(roomy.b_resident);
+    EXPECT_EQ(roomy.col_tiles, 1);
+    EXPECT_EQ(roomy.max_rows_per_tile, static_cast<std::int32_t>(kMaxDenseTileRows / 8));
+    EXPECT_LE(roomy.workspace_bytes, std::int64_t{40} << 30);
+    std::mt19937_64 rng(3);
+    for (int c = 0; c < 200; ++c) {
+      const std::int32_t m = std::uniform_int_distribution<std::int32_t>(1, 16)(rng);
+      const std::int64_t n = m * std::uniform_int_distribution<std::int64_t>(1, 3000)(rng);
+      const std::int64_t room = std::uniform_int_distribution<std::int64_t>(std::int64_t{1} << 20, std::int64_t{1} << 32)(rng);
+      const DenseProblem pr = problem(n, m, room);
+      try {
+        const DensePlan plan = plan_dense(pr, encoding);
+        EXPECT_GE(plan.cols_per_tile, 1);
+        EXPECT_GE(plan.max_rows_per_tile, 1);
+        EXPECT_EQ(plan.col_tiles, (n / m + plan.cols_per_tile - 1) / plan.cols_per_tile);
+        EXPECT_EQ(plan.b_resident, plan.col_tiles == 1);
+        // The tiles, the product and the reserved columns and units fit the room.
+        EXPECT_LE(plan.workspace_bytes + pr.tiles * 20, room) << "n=" << n << " m=" << m << " room=" << room;
+      } catch (const ResourceError& e) {
+        EXPECT_NE(std::string(e.what()).find("--mem-budget"), std::string::npos);
+      }
+    }
+  }
+}
+
+TEST(DensePlan, ChunkRowsCoverEveryRowOnceWithinTheirLimits) {
+  std::mt19937_64 rng(9);
+  for (int c = 0; c < 100; ++c) {
+    const std::int32_t rows = std::uniform_int_distribution<std::int32_t>(0, 300)(rng);
+    std::vector<std::int64_t> row_ptr(static_cast<std::size_t>(rows) + 1, 0);
+    for (std::int32_t r = 0; r < rows; ++r) row_ptr[r + 1] = row_ptr[r] + std::uniform_int_distribution<int>(0, 50)(rng);
+    DensePlan plan;
+    plan.max_rows_per_tile = std::uniform_int_distribution<std::int32_t>(1, 40)(rng);
+    plan.chunk_tiles = std::uniform_int_distribution<std::int64_t>(1, 400)(rng);
+    const std::vector<std::int32_t> first = dense_chunk_rows(plan, row_ptr);
+    ASSERT_EQ(first.back(), rows);
+    ASSERT_EQ(first.front(), 0);
+    for (std::size_t k = 0; k + 1 < first.size(); ++k) {
+      const std::int32_t r0 = first[k], r1 = first[k + 1];
+      ASSERT_LT(r0, r1);
+      EXPECT_LE(r1 - r0, plan.max_rows_per_tile);
+      // More tiles than a chunk holds only when the chunk is a single row.
+      if (r1 - r0 > 1) EXPECT_LE(row_ptr[r1] - row_ptr[r0], plan.chunk_tiles);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace blockmm::kernels::cuda
