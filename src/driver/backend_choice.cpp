@@ -38,9 +38,14 @@ kernels::CudaChoices cuda_choices_from_environment() {
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
                                             std::int64_t input_bytes) {
   const bool likely = options.backend == "cuda" || (options.backend == "auto" && input_bytes >= kAutoCudaWarmUpInputBytes);
-  if (!likely || !kernels::cuda_device_available()) return {};
-  const int device = device_for(comm, kernels::cuda_device_count());
-  return std::async(std::launch::async, [device] { kernels::warm_up_cuda(device); }).share();
+  if (!likely) return {};
+  // Even asking for the device count loads the driver (about 0.1 s): all of it off this thread.
+  const int node_rank = comm.node_rank();
+  return std::async(std::launch::async, [node_rank] {
+           if (!kernels::cuda_device_available()) return;
+           const int devices = kernels::cuda_device_count();
+           kernels::warm_up_cuda(devices > 0 ? node_rank % devices : 0);
+         }).share();
 }
 
 std::int64_t estimated_rank_macs(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks, int ranks) {
@@ -61,6 +66,7 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
   kernels::BackendConfig config;
   config.threads = threads;
   config.device_memory_budget = options.mem_budget;
+  config.chunk_bytes = options.chunk_bytes;
   if (kind == kernels::BackendKind::cuda) {
     const int devices = kernels::cuda_device_count();
     config.device = device_for(comm, devices);

@@ -136,6 +136,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   mine.write = report.sink_seconds;
   mine.numeric_compute = report.compute_seconds;
   stats.device = report.device;
+  stats.backend_steps = backend->step_seconds();
   stats.numeric_chunks = comm.max(report.chunks);
 
   progress.phase("committing output");

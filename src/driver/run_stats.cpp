@@ -42,6 +42,7 @@ std::string stats_json(const RunStats& s) {
   j["gmacs_per_second_total"] = s.slowest.total > 0 ? s.useful_macs() / s.slowest.total / 1e9 : 0.0;
   j["imbalance"] = s.imbalance;
   j["numeric_chunks"] = s.numeric_chunks;
+  if (!s.backend_steps.empty()) j["backend_seconds"] = s.backend_steps;
   nlohmann::json ranks = nlohmann::json::array();
   for (std::size_t r = 0; r < s.per_rank.size(); ++r) {
     ranks.push_back({{"rank", r},

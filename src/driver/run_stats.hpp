@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct RunStats {
   std::vector<std::int64_t> rank_bytes_exchanged;
   double imbalance = 1;                     // max/mean of rank_work
   std::int64_t numeric_chunks = 0;
+  std::map<std::string, double> backend_steps;  // rank 0's backend steps (Backend::step_seconds)
 
   std::int64_t useful_macs() const { return block_products * std::int64_t{m} * m * m; }
 };

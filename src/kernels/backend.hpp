@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -76,6 +77,9 @@ class Backend {
   // Computes the pattern's tiles and hands them to `sink` in order, in chunks.
   virtual NumericReport numeric(const Operand& a, const Operand& b, const ProductPattern& pattern, RecordSink& sink,
                                 const NumericOptions& options) = 0;
+  // Seconds of the backend's own steps inside the phases (e.g. the upload within the build),
+  // for --stats=json; empty where a backend has nothing finer to say.
+  virtual std::map<std::string, double> step_seconds() const { return {}; }
 };
 
 enum class BackendKind { reference, cpu, cuda };
@@ -100,6 +104,9 @@ struct BackendConfig {
   int device_sharers = 1;  // ranks sharing that device (they split its memory)
   // Device memory the backend may use for operands and scratch; 0: a share of the free memory.
   std::int64_t device_memory_budget = 0;
+  // Output bytes a numeric chunk holds (--chunk-size): a GPU backend pins its copy-back
+  // buffers for chunks of this size while the operands are built.
+  std::int64_t chunk_bytes = std::int64_t{256} << 20;
   CudaChoices cuda;
 };
 

@@ -126,8 +126,8 @@ TEST_F(CudaBackend, WideMatrixHeavyRowsMatchTheCpuBackend) {
   std::vector<std::tuple<int, int, std::vector<std::uint16_t>>> a_blocks, b_blocks;
   std::uniform_int_distribution<int> column(0, p - 1);
   std::uniform_int_distribution<int> value(0, 65535);
-  for (int i = 0; i < 3; ++i)  // three heavy rows of A, 3000 blocks each
-    for (int e = 0; e < 3000; ++e) a_blocks.push_back({i, column(rng), {static_cast<std::uint16_t>(value(rng))}});
+  for (int i = 0; i < 3; ++i)  // three heavy rows of A, 3000 blocks each, meeting B's rows
+    for (int e = 0; e < 3000; ++e) a_blocks.push_back({i, column(rng) % 5000, {static_cast<std::uint16_t>(value(rng))}});
   for (int i = 3; i < 2000; ++i) a_blocks.push_back({i, column(rng) % 5000, {static_cast<std::uint16_t>(value(rng))}});
   for (int k = 0; k < 5000; ++k)  // B rows 0..4999 with 20 blocks each
     for (int e = 0; e < 20; ++e) b_blocks.push_back({k, column(rng), {static_cast<std::uint16_t>(1 + value(rng) % 7)}});

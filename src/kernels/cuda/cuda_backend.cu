@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -154,7 +156,9 @@ class CublasHandle {
 // throws half way.
 class ChunkPipeline {
  public:
-  ChunkPipeline() = default;
+  // `pooled`: two pinned buffers of `pooled_bytes` each that the backend pinned ahead of time
+  // (nullptr: pin them here), used when a chunk fits them.
+  ChunkPipeline(PinnedBuffer* pooled, std::int64_t pooled_bytes) : pooled_(pooled), pooled_bytes_(pooled_bytes) {}
   ~ChunkPipeline() {
     cudaStreamSynchronize(compute_.get());
     cudaStreamSynchronize(copy_.get());
@@ -190,9 +194,12 @@ class ChunkPipeline {
     std::int64_t buffer_tiles = 0;
     for (const OutputChunk& c : chunks) buffer_tiles = std::max(buffer_tiles, c.tiles);
     const auto bytes = static_cast<std::size_t>(buffer_tiles * stride);
+    const bool use_pool = pooled_ != nullptr && buffer_tiles * stride <= pooled_bytes_;
+    std::byte* host_out[2];
     for (int s = 0; s < 2; ++s) {
       d_out_[s] = DeviceArray<std::byte>(bytes);
-      host_out_[s] = PinnedBuffer(bytes);
+      if (!use_pool) host_out_[s] = PinnedBuffer(bytes);
+      host_out[s] = use_pool ? pooled_[s].get() : host_out_[s].get();
     }
     auto drain_chunk = [&](std::size_t c) {
       const int slot = static_cast<int>(c % 2);
@@ -201,7 +208,7 @@ class ChunkPipeline {
       BLOCKMM_CUDA_CHECK(cudaEventElapsedTime(&ms, kernel_start_[slot].get(), kernel_end_[slot].get()));
       report.compute_seconds += ms / 1e3;
       const auto start = std::chrono::steady_clock::now();
-      sink.write(chunks[c].first_tile, chunks[c].tiles, host_out_[slot].get());
+      sink.write(chunks[c].first_tile, chunks[c].tiles, host_out[slot]);
       report.sink_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       ++report.chunks;
       if (options.progress) options.progress(chunks[c].first_tile + chunks[c].tiles);
@@ -215,7 +222,7 @@ class ChunkPipeline {
       BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_end_[slot].get(), compute_.get()));
       // host_out_[slot] held chunk c-2, which drain_chunk(c-2) wrote out in the previous iteration.
       BLOCKMM_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), kernel_end_[slot].get(), 0));
-      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host_out_[slot].get(), d_out_[slot].get(),
+      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host_out[slot], d_out_[slot].get(),
                                          static_cast<std::size_t>(chunks[c].tiles * stride), cudaMemcpyDeviceToHost,
                                          copy_.get()));
       BLOCKMM_CUDA_CHECK(cudaEventRecord(copied_[slot].get(), copy_.get()));
@@ -225,6 +232,8 @@ class ChunkPipeline {
   }
 
  private:
+  PinnedBuffer* pooled_;
+  std::int64_t pooled_bytes_;
   Stream compute_;
   Stream copy_;
   DeviceArray<std::byte> d_out_[2];
@@ -265,9 +274,28 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     BLOCKMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     device_name_ = std::string("GPU ") + std::to_string(device_) + " (" + prop.name + ")";
+    // Pinning the copy-back buffers takes about as long as filling them: done beside the build.
+    const std::int64_t pooled = std::min<std::int64_t>(std::max<std::int64_t>(config.chunk_bytes, 1 << 20), kMaxPooledBytes);
+    pooled_bytes_ = pooled;
+    pool_ready_ = std::async(std::launch::async, [this, pooled] {
+      const auto start = std::chrono::steady_clock::now();
+      BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
+      for (PinnedBuffer& buffer : pool_) buffer = PinnedBuffer(static_cast<std::size_t>(pooled));
+      pool_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+  }
+
+  ~CudaBackend() override {
+    if (pool_ready_.valid()) pool_ready_.wait();
   }
 
   std::string name() const override { return "cuda"; }
+
+  std::map<std::string, double> step_seconds() const override {
+    std::map<std::string, double> steps = steps_;
+    steps["pin_output_buffers (beside the build)"] = pool_seconds_;
+    return steps;
+  }
 
   // On the device when its peak fits the memory left (or when asked), else the host build
   // uploaded: the same operand either way.
@@ -285,6 +313,8 @@ class CudaBackend final : public Backend {
       context.threads = threads_;
       context.available = available;
       context.staging = &staging_;
+      context.read_upload_seconds = &steps_["build: read + upload"];
+      context.device_seconds = &steps_["build: on the device"];
       operand = cuda::build_on_device(records, spec, context, stream.get());
     } else {
       const InputRecords all = records.take();
@@ -337,7 +367,17 @@ class CudaBackend final : public Backend {
                           " MiB of device memory for this rank's operands, more than the budget of " +
                           std::to_string(budget >> 20) + " MiB (raise --mem-budget, or use more ranks)");
 
-    ChunkPipeline pipeline;
+    // The pinned copy-back buffers (pinned beside the build), or the pipeline pins its own.
+    PinnedBuffer* pooled = nullptr;
+    try {
+      const auto start = std::chrono::steady_clock::now();
+      if (pool_ready_.valid()) pool_ready_.get();
+      steps_["numeric: wait for pinned buffers"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (pool_[0].get() != nullptr) pooled = pool_;
+    } catch (const Error&) {
+      // Pinning failed (limits on locked memory): the pipeline pins smaller buffers itself.
+    }
+    ChunkPipeline pipeline(pooled, pooled_bytes_);
     unsigned int* zero_tiles = pipeline.keep(DeviceArray<unsigned int>(1));
     BLOCKMM_CUDA_CHECK(cudaMemsetAsync(zero_tiles, 0, sizeof(unsigned int), pipeline.compute()));
 
@@ -568,6 +608,12 @@ class CudaBackend final : public Backend {
   CudaChoices choices_;
   std::string device_name_;
   cuda::StagingBuffers staging_;
+  static constexpr std::int64_t kMaxPooledBytes = std::int64_t{1} << 30;
+  PinnedBuffer pool_[2];
+  std::int64_t pooled_bytes_ = 0;
+  std::future<void> pool_ready_;
+  double pool_seconds_ = 0;
+  std::map<std::string, double> steps_;
   std::int64_t resident_bytes_ = 0;  // operands built so far
   std::int64_t pattern_bytes_ = 0;
   bool built_on_device_ = true;

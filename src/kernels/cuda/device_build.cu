@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -208,8 +209,12 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
   CubScratch scratch;
 
   // 1. The records, uploaded while they are read.
+  const auto start = std::chrono::steady_clock::now();
   DeviceArray<std::byte> d_records(static_cast<std::size_t>(count * stride));
   upload_records(records, d_records.get(), context);
+  const auto uploaded = std::chrono::steady_clock::now();
+  if (context.read_upload_seconds != nullptr)
+    *context.read_upload_seconds += std::chrono::duration<double>(uploaded - start).count();
 
   // 2. Sort keys (row, column) with the record index; all-zero flags; rows checked.
   const int col_bits = bits_for(p);
@@ -319,6 +324,8 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     d.col_ptr.assign(col_ptr.begin(), col_ptr.end());
   }
   BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (context.device_seconds != nullptr)
+    *context.device_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - uploaded).count();
   return operand;
 }
 

@@ -20,7 +20,8 @@ namespace blockmm::kernels::cuda {
 // kept by the backend for both operands (pinning memory is slow; doing it once is enough).
 class StagingBuffers {
  public:
-  static constexpr std::int64_t kSlotBytes = std::int64_t{16} << 20;
+  // Small slots: pinning costs about as much as copying, so 16 readers pin 64 MiB in all.
+  static constexpr std::int64_t kSlotBytes = std::int64_t{4} << 20;
   // Grows to `slots` buffers (never shrinks).
   void reserve(int slots) {
     while (static_cast<int>(slots_.size()) < slots) slots_.emplace_back(static_cast<std::size_t>(kSlotBytes));
@@ -36,6 +37,9 @@ struct BuildContext {
   int threads = 1;                // reading threads
   std::int64_t available = 0;     // device bytes this build may use at its peak
   StagingBuffers* staging = nullptr;
+  // Where the build's time went, added to: reading + uploading, and the device work after it.
+  double* read_upload_seconds = nullptr;
+  double* device_seconds = nullptr;
 };
 
 // Device bytes the device build of `records` needs at its peak (records, sort buffers, result).
