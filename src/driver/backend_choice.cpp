@@ -66,7 +66,6 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
   kernels::BackendConfig config;
   config.threads = threads;
   config.device_memory_budget = options.mem_budget;
-  config.chunk_bytes = options.chunk_bytes;
   if (kind == kernels::BackendKind::cuda) {
     const int devices = kernels::cuda_device_count();
     config.device = device_for(comm, devices);

@@ -104,9 +104,6 @@ struct BackendConfig {
   int device_sharers = 1;  // ranks sharing that device (they split its memory)
   // Device memory the backend may use for operands and scratch; 0: a share of the free memory.
   std::int64_t device_memory_budget = 0;
-  // Output bytes a numeric chunk holds (--chunk-size): a GPU backend pins its copy-back
-  // buffers for chunks of this size while the operands are built.
-  std::int64_t chunk_bytes = std::int64_t{256} << 20;
   CudaChoices cuda;
 };
 

@@ -33,7 +33,6 @@ ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::Backe
   kernels::BackendConfig config;
   config.cuda = cuda;
   config.device_memory_budget = device_budget;
-  config.chunk_bytes = chunk_bytes;
   auto backend = kernels::make_backend(kind, config);
   MemoryRecordSource a_source(a);
   MemoryRecordSource b_source(b);

@@ -154,11 +154,14 @@ class CublasHandle {
 // The numeric phase's streams, events and buffers in one owner. Its destructor waits for both
 // streams before any member (or anything handed to keep()) is freed, also when a sink write
 // throws half way.
+//
+// Chunk c computes into one of two device buffers while chunk c-1 is copied back through a ring
+// of small pinned slots (the build's staging buffers: pinning costs about as much as copying, so
+// no chunk-sized buffer is pinned) and handed to the sink slot by slot.
 class ChunkPipeline {
  public:
-  // `pooled`: two pinned buffers of `pooled_bytes` each that the backend pinned ahead of time
-  // (nullptr: pin them here), used when a chunk fits them.
-  ChunkPipeline(PinnedBuffer* pooled, std::int64_t pooled_bytes) : pooled_(pooled), pooled_bytes_(pooled_bytes) {}
+  ChunkPipeline(const cuda::StagingBuffers& slots, int slot_count)
+      : slots_(slots), slot_count_(std::max(1, slot_count)) {}
   ~ChunkPipeline() {
     cudaStreamSynchronize(compute_.get());
     cudaStreamSynchronize(copy_.get());
@@ -185,59 +188,83 @@ class ChunkPipeline {
     std::int64_t first_tile, tiles;
   };
 
-  // Double-buffered: enqueue(c, out) queues chunk c's compute on compute(), writing its records
-  // to `out`; then its copy to pinned memory on the copy stream; chunk c-1 is handed to the
-  // sink while chunk c runs.
+  // enqueue(c, out) queues chunk c's compute on compute(), writing its records to `out`.
   template <typename Enqueue>
   void run(const std::vector<OutputChunk>& chunks, std::int64_t stride, RecordSink& sink, const NumericOptions& options,
            NumericReport& report, Enqueue&& enqueue) {
     std::int64_t buffer_tiles = 0;
     for (const OutputChunk& c : chunks) buffer_tiles = std::max(buffer_tiles, c.tiles);
-    const auto bytes = static_cast<std::size_t>(buffer_tiles * stride);
-    const bool use_pool = pooled_ != nullptr && buffer_tiles * stride <= pooled_bytes_;
-    std::byte* host_out[2];
-    for (int s = 0; s < 2; ++s) {
-      d_out_[s] = DeviceArray<std::byte>(bytes);
-      if (!use_pool) host_out_[s] = PinnedBuffer(bytes);
-      host_out[s] = use_pool ? pooled_[s].get() : host_out_[s].get();
+    for (int s = 0; s < 2; ++s) d_out_[s] = DeviceArray<std::byte>(static_cast<std::size_t>(buffer_tiles * stride));
+    // Host slots: the staging ring, or two record-sized buffers for records larger than a slot.
+    std::vector<std::byte*> host_slots;
+    std::int64_t slot_bytes = cuda::StagingBuffers::kSlotBytes;
+    if (stride <= slot_bytes) {
+      for (int s = 0; s < slot_count_; ++s) host_slots.push_back(slots_.slot(s));
+    } else {
+      slot_bytes = stride;
+      for (PinnedBuffer& big : big_slots_) {
+        big = PinnedBuffer(static_cast<std::size_t>(stride));
+        host_slots.push_back(big.get());
+      }
     }
-    auto drain_chunk = [&](std::size_t c) {
-      const int slot = static_cast<int>(c % 2);
-      BLOCKMM_CUDA_CHECK(cudaEventSynchronize(copied_[slot].get()));
-      float ms = 0;
-      BLOCKMM_CUDA_CHECK(cudaEventElapsedTime(&ms, kernel_start_[slot].get(), kernel_end_[slot].get()));
-      report.compute_seconds += ms / 1e3;
+    const std::int64_t piece_tiles = slot_bytes / stride;
+    std::vector<Event> piece_copied(host_slots.size());
+    struct Pending {
+      std::int64_t first_tile, tiles;
+      int slot;
+    };
+    std::vector<Pending> pending;  // copies issued, not yet written: oldest first
+    std::size_t next_slot = 0;
+
+    const auto write_oldest = [&] {
+      const Pending piece = pending.front();
+      pending.erase(pending.begin());
+      BLOCKMM_CUDA_CHECK(cudaEventSynchronize(piece_copied[piece.slot].get()));
       const auto start = std::chrono::steady_clock::now();
-      sink.write(chunks[c].first_tile, chunks[c].tiles, host_out[slot]);
+      sink.write(piece.first_tile, piece.tiles, host_slots[piece.slot]);
       report.sink_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (options.progress) options.progress(piece.first_tile + piece.tiles);
+    };
+    // Copies chunk c back piece by piece (the copy stream follows its kernels) and writes it.
+    const auto drain_chunk = [&](std::size_t c) {
+      const int buffer = static_cast<int>(c % 2);
+      BLOCKMM_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), kernel_end_[buffer].get(), 0));
+      for (std::int64_t t = 0; t < chunks[c].tiles; t += piece_tiles) {
+        const int slot = static_cast<int>(next_slot++ % host_slots.size());
+        if (pending.size() == host_slots.size()) write_oldest();  // frees the oldest slot, this one
+        const std::int64_t tiles = std::min(piece_tiles, chunks[c].tiles - t);
+        BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host_slots[slot], d_out_[buffer].get() + t * stride,
+                                           static_cast<std::size_t>(tiles * stride), cudaMemcpyDeviceToHost,
+                                           copy_.get()));
+        BLOCKMM_CUDA_CHECK(cudaEventRecord(piece_copied[slot].get(), copy_.get()));
+        pending.push_back({chunks[c].first_tile + t, tiles, slot});
+      }
+      BLOCKMM_CUDA_CHECK(cudaEventRecord(copied_[buffer].get(), copy_.get()));
+      while (!pending.empty()) write_oldest();
+      float ms = 0;
+      BLOCKMM_CUDA_CHECK(cudaEventElapsedTime(&ms, kernel_start_[buffer].get(), kernel_end_[buffer].get()));
+      report.compute_seconds += ms / 1e3;
       ++report.chunks;
-      if (options.progress) options.progress(chunks[c].first_tile + chunks[c].tiles);
     };
     for (std::size_t c = 0; c < chunks.size(); ++c) {
-      const int slot = static_cast<int>(c % 2);
-      // d_out_[slot] was last read by the copy of chunk c-2.
-      if (c >= 2) BLOCKMM_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), copied_[slot].get(), 0));
-      BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_start_[slot].get(), compute_.get()));
-      enqueue(c, d_out_[slot].get());
-      BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_end_[slot].get(), compute_.get()));
-      // host_out_[slot] held chunk c-2, which drain_chunk(c-2) wrote out in the previous iteration.
-      BLOCKMM_CUDA_CHECK(cudaStreamWaitEvent(copy_.get(), kernel_end_[slot].get(), 0));
-      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host_out[slot], d_out_[slot].get(),
-                                         static_cast<std::size_t>(chunks[c].tiles * stride), cudaMemcpyDeviceToHost,
-                                         copy_.get()));
-      BLOCKMM_CUDA_CHECK(cudaEventRecord(copied_[slot].get(), copy_.get()));
-      if (c >= 1) drain_chunk(c - 1);  // overlaps with chunk c's kernels and copy
+      const int buffer = static_cast<int>(c % 2);
+      // d_out_[buffer] was last read by the copies of chunk c-2.
+      if (c >= 2) BLOCKMM_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), copied_[buffer].get(), 0));
+      BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_start_[buffer].get(), compute_.get()));
+      enqueue(c, d_out_[buffer].get());
+      BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_end_[buffer].get(), compute_.get()));
+      if (c >= 1) drain_chunk(c - 1);  // while chunk c computes
     }
     if (!chunks.empty()) drain_chunk(chunks.size() - 1);
   }
 
  private:
-  PinnedBuffer* pooled_;
-  std::int64_t pooled_bytes_;
+  const cuda::StagingBuffers& slots_;
+  int slot_count_;
   Stream compute_;
   Stream copy_;
   DeviceArray<std::byte> d_out_[2];
-  PinnedBuffer host_out_[2];
+  PinnedBuffer big_slots_[2];
   Event kernel_start_[2] = {Event(true), Event(true)};
   Event kernel_end_[2] = {Event(true), Event(true)};
   Event copied_[2];
@@ -274,28 +301,11 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     BLOCKMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     device_name_ = std::string("GPU ") + std::to_string(device_) + " (" + prop.name + ")";
-    // Pinning the copy-back buffers takes about as long as filling them: done beside the build.
-    const std::int64_t pooled = std::min<std::int64_t>(std::max<std::int64_t>(config.chunk_bytes, 1 << 20), kMaxPooledBytes);
-    pooled_bytes_ = pooled;
-    pool_ready_ = std::async(std::launch::async, [this, pooled] {
-      const auto start = std::chrono::steady_clock::now();
-      BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
-      for (PinnedBuffer& buffer : pool_) buffer = PinnedBuffer(static_cast<std::size_t>(pooled));
-      pool_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    });
-  }
-
-  ~CudaBackend() override {
-    if (pool_ready_.valid()) pool_ready_.wait();
   }
 
   std::string name() const override { return "cuda"; }
 
-  std::map<std::string, double> step_seconds() const override {
-    std::map<std::string, double> steps = steps_;
-    steps["pin_output_buffers (beside the build)"] = pool_seconds_;
-    return steps;
-  }
+  std::map<std::string, double> step_seconds() const override { return steps_; }
 
   // On the device when its peak fits the memory left (or when asked), else the host build
   // uploaded: the same operand either way.
@@ -367,17 +377,11 @@ class CudaBackend final : public Backend {
                           " MiB of device memory for this rank's operands, more than the budget of " +
                           std::to_string(budget >> 20) + " MiB (raise --mem-budget, or use more ranks)");
 
-    // The pinned copy-back buffers (pinned beside the build), or the pipeline pins its own.
-    PinnedBuffer* pooled = nullptr;
-    try {
-      const auto start = std::chrono::steady_clock::now();
-      if (pool_ready_.valid()) pool_ready_.get();
-      steps_["numeric: wait for pinned buffers"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (pool_[0].get() != nullptr) pooled = pool_;
-    } catch (const Error&) {
-      // Pinning failed (limits on locked memory): the pipeline pins smaller buffers itself.
-    }
-    ChunkPipeline pipeline(pooled, pooled_bytes_);
+    // Copy-back through the staging slots (pinned for the build; pinned here if it ran on the host).
+    const auto pin_start = std::chrono::steady_clock::now();
+    staging_.reserve(kCopyBackSlots);
+    steps_["numeric: pin copy-back slots"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - pin_start).count();
+    ChunkPipeline pipeline(staging_, kCopyBackSlots);
     unsigned int* zero_tiles = pipeline.keep(DeviceArray<unsigned int>(1));
     BLOCKMM_CUDA_CHECK(cudaMemsetAsync(zero_tiles, 0, sizeof(unsigned int), pipeline.compute()));
 
@@ -608,11 +612,7 @@ class CudaBackend final : public Backend {
   CudaChoices choices_;
   std::string device_name_;
   cuda::StagingBuffers staging_;
-  static constexpr std::int64_t kMaxPooledBytes = std::int64_t{1} << 30;
-  PinnedBuffer pool_[2];
-  std::int64_t pooled_bytes_ = 0;
-  std::future<void> pool_ready_;
-  double pool_seconds_ = 0;
+  static constexpr int kCopyBackSlots = 8;  // 32 MiB of copy-back in flight
   std::map<std::string, double> steps_;
   std::int64_t resident_bytes_ = 0;  // operands built so far
   std::int64_t pattern_bytes_ = 0;
