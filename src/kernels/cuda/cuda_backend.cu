@@ -241,6 +241,8 @@ class ChunkPipeline {
       }
       BLOCKMM_CUDA_CHECK(cudaEventRecord(copied_[buffer].get(), copy_.get()));
       while (!pending.empty()) write_oldest();
+      // A chunk of empty rows copies nothing: wait for its kernels before timing them.
+      BLOCKMM_CUDA_CHECK(cudaEventSynchronize(kernel_end_[buffer].get()));
       float ms = 0;
       BLOCKMM_CUDA_CHECK(cudaEventElapsedTime(&ms, kernel_start_[buffer].get(), kernel_end_[buffer].get()));
       report.compute_seconds += ms / 1e3;
