@@ -29,10 +29,12 @@ def kind_of(path):
     return "bin"
 
 
-def _first_bad_mtx_line(path, high):
-    """(line number, text) of the first entry line of a coordinate Matrix Market file whose value
-    is not an integer in [0, high]; None when there is none. Lines are counted from 1 and include
-    the header, comments and blank lines; only the error path reads the file this way."""
+def _first_bad_mtx_line(path, high, rows, cols, pattern):
+    """(line number, what is wrong) for the first entry line of a coordinate Matrix Market file
+    that blockmm cannot take: a field missing or unreadable, an index outside the matrix, or a
+    value that is not an integer in [0, high]. None when every line is fine. Lines count from 1
+    and include the header, comments and blank lines. Only the error path reads the file this
+    way; scipy reads it otherwise."""
     seen_size = False
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
@@ -42,16 +44,20 @@ def _first_bad_mtx_line(path, high):
             if not seen_size:
                 seen_size = True
                 continue
-            fields = line.split()
-            if len(fields) < 3:
-                continue  # pattern: no value
-            text = fields[2].decode("ascii", "replace")
+            fields = [field.decode("ascii", "replace") for field in line.split()]
+            if len(fields) < (2 if pattern else 3):
+                return number, f"{len(fields)} fields; an entry is 'row column{'' if pattern else ' value'}'"
+            for name, text, limit in (("row", fields[0], rows), ("column", fields[1], cols)):
+                if not text.isdigit() or not 1 <= int(text) <= limit:
+                    return number, f"{name} index {text} is not in [1, {limit}]"
+            if pattern:
+                continue
             try:
-                value = float(text)
+                value = float(fields[2])
             except ValueError:
-                return number, text
-            if not (value == value and 0 <= value <= high and value == int(value)):
-                return number, text
+                value = None
+            if value is None or not (value == value and 0 <= value <= high and value == int(value)):
+                return number, f"value {fields[2]} is not an integer in [0, {high}]"
     return None
 
 
@@ -80,18 +86,19 @@ def read_matrix_market(path, high=65535):
     if symmetry not in ("general", "symmetric"):
         raise FormatError(f"{path}: symmetry '{symmetry}'; blockmm-import reads general or symmetric "
                           f"(values must be non-negative)")
+    pattern = field == "pattern"
     try:
         coo = sp.coo_matrix(scipy.io.mmread(path))
     except Exception as error:  # scipy refuses e.g. "1.5" in an integer file: find the line
-        bad = _first_bad_mtx_line(path, high) if field != "pattern" else None
+        bad = _first_bad_mtx_line(path, high, rows, cols, pattern)
         if bad is not None:
-            raise FormatError(f"{path}: line {bad[0]}: value {bad[1]} is not an integer in [0, {high}]") from None
+            raise FormatError(f"{path}: line {bad[0]}: {bad[1]}") from None
         raise FormatError(f"{path}: not a readable Matrix Market file: {error}") from None
     bad_mask = _bad_value_mask(coo.data, high)
     if bad_mask.any():
-        bad = _first_bad_mtx_line(path, high)
+        bad = _first_bad_mtx_line(path, high, rows, cols, pattern)
         if bad is not None:
-            raise FormatError(f"{path}: line {bad[0]}: value {bad[1]} is not an integer in [0, {high}]")
+            raise FormatError(f"{path}: line {bad[0]}: {bad[1]}")
         raise FormatError(f"{path}: value {coo.data[bad_mask][0]} is not an integer in [0, {high}]")
     return coo
 

@@ -191,6 +191,17 @@ class ImportFormats(Work):
                 self.assertEqual(read_bytes(self.path("old.bin")), b"keep me")
                 self.assertEqual(sorted(os.listdir(self.dir)), ["bad.mtx", "old.bin"])
 
+        for lines, line, what in [(["1 1 5", "5 2 6", "3 3 7"], 6, "row index 5 is not in [1, 4]"),
+                                  (["1 1 5", "2 2 6", "3 0 7"], 7, "column index 0 is not in [1, 4]"),
+                                  (["1 1 5", "2 2", "3 3 7"], 6, "2 fields"),
+                                  (["1 1 5", "2 2 six", "3 3 7"], 6, "value six is not an integer")]:
+            with self.subTest(lines=lines):
+                write_bytes(self.path("bad.mtx"), "\n".join([h.format(field="integer") for h in header] + lines))
+                run = tool("blockmm-import", "-m", 2, self.path("bad.mtx"), self.path("old.bin"))
+                self.assertEqual(run.returncode, 3, run.stderr)
+                self.assertIn(f"{self.path('bad.mtx')}: line {line}: {what}", run.stderr)
+                self.assertEqual(read_bytes(self.path("old.bin")), b"keep me")
+
         dense = np.zeros((4, 4))
         dense[2, 3] = 2.25
         sp.save_npz(self.path("bad.npz"), sp.csr_matrix(dense))
