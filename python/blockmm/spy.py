@@ -32,7 +32,7 @@ class Picture:
         return self._centres(cell_row, cell_col)
 
 
-AXES_BOX = (0.12, 0.1, 0.68, 0.78)  # left, bottom, width, height of the picture in the figure
+AXES_BOX = (0.15, 0.1, 0.65, 0.78)  # left, bottom, width, height of the picture in the figure
 
 
 def draw(bsr, target, cells=512, title_name="", dpi=100):
@@ -64,6 +64,7 @@ def draw(bsr, target, cells=512, title_name="", dpi=100):
                             interpolation="nearest", extent=extent, aspect="equal")
         axes.set_xlim(0, p)
         axes.set_ylim(p, 0)
+        axes.ticklabel_format(style="plain", useOffset=False)  # block indices as they are, not "x 1e6"
         axes.set_xlabel("block-column")
         axes.set_ylabel("block-row")
         per_cell = "1 block" if side == 1 else f"{side} x {side} blocks"
