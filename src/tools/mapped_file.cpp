@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "core/error.hpp"
 #include "io/hdf5_bsr.hpp"
@@ -51,8 +52,14 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string& path, const io::
   info.header = {h.n, h.m, h.nnzb};
   info.width = h.width;
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) info.file_bytes = st.st_size;
+  if (::stat(path.c_str(), &st) != 0) throw InputError(path + ": cannot stat: " + std::strerror(errno));
+  info.file_bytes = st.st_size;
   const std::int64_t stride = h.record_bytes();
+  // A compressed dataset may claim far more blocks than its file holds: refuse before allocating.
+  if (h.nnzb > (std::numeric_limits<std::int64_t>::max() - kHeaderBytes) / stride ||
+      static_cast<std::uint64_t>(kHeaderBytes + h.nnzb * stride) > std::vector<std::byte>().max_size())
+    throw ResourceError(path + ": " + std::to_string(h.nnzb) + " blocks of " + std::to_string(stride) +
+                        " bytes are too many to load into memory");
   // The header bytes keep record(r)'s arithmetic the binary layout's and make heap_ never empty.
   std::vector<std::byte> records(static_cast<std::size_t>(kHeaderBytes + h.nnzb * stride));
   const std::int64_t per_piece = std::max<std::int64_t>(1, (std::int64_t{32} << 20) / stride);
