@@ -3,7 +3,6 @@ scipy.io) and scipy's .npz (scipy.sparse.load_npz / save_npz). scipy parses the 
 module checks what blockmm needs (square, integral values in range, n a multiple of the block
 size) and names the offending line (Matrix Market, 1-based) or entry (.npz) when a check fails.
 """
-import os
 import sys
 
 import numpy as np
@@ -118,10 +117,10 @@ def read_npz(path, high=65535):
     return coo
 
 
-def to_bsr(coo, block_size, pad=False, path="matrix", values="u16", warn=sys.stderr):
+def to_bsr(coo, block_size, pad=False, path="matrix", values="u16", warn=None):
     """A COO matrix -> square bsr_matrix of m x m blocks for blockmm. The matrix must be square
     with n a multiple of m; with pad=True it is padded with zero rows and columns to the next
-    multiple of m (and to square), which is said on `warn`. Repeated entries are summed, as scipy
+    multiple of m (and to square), which is said on `warn` (default: stderr). Repeated entries are summed, as scipy
     does; the sum must still fit."""
     high = int(np.iinfo(WIDTHS[values]).max)
     m = int(block_size)
@@ -143,7 +142,7 @@ def to_bsr(coo, block_size, pad=False, path="matrix", values="u16", warn=sys.std
         raise FormatError(f"{path}: n = {padded} does not fit blockmm's int32")
     if padded != rows or padded != cols:
         print(f"blockmm-import: {path}: padded from {rows} x {cols} to {padded} x {padded} with zeros "
-              f"(n a multiple of m = {m})", file=warn)
+              f"(n a multiple of m = {m})", file=warn or sys.stderr)
     data = np.asarray(coo.data)
     data = np.ones(data.shape, dtype=np.int64) if data.dtype.kind == "b" else data.astype(np.int64)
     csr = sp.csr_matrix((data, (coo.row, coo.col)), shape=(padded, padded), dtype=np.int64)

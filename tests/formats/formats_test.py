@@ -7,6 +7,8 @@ here from the matrix as generated, never from blockmm's own readers alone.
 
 usage: formats_test.py [unittest args]   (BLOCKMM_BUILD_DIR names the build tree)
 """
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -21,17 +23,34 @@ import scipy.sparse as sp
 BUILD = os.environ.get("BLOCKMM_BUILD_DIR") or sys.exit("BLOCKMM_BUILD_DIR is not set")
 sys.path.insert(0, os.path.join(BUILD, "python"))
 import blockmm  # noqa: E402  (the package as built)
+import blockmm.cli  # noqa: E402
 
 SATURATED = 2**32 - 1
 TOOLS = ["blockmm", "blockmm-gen", "blockmm-cmp", "blockmm-info", "blockmm-convert", "blockmm-import",
          "blockmm-export", "blockmm-spy"]
 
 
-def tool(name, *args, check=None):
-    """Runs a tool of the build tree; returns CompletedProcess (text). check=rc asserts the code."""
-    env = dict(os.environ, BLOCKMM_MPI="0")
-    run = subprocess.run([os.path.join(BUILD, name), *map(str, args)], capture_output=True, text=True,
-                         timeout=120, env=env)
+PYTHON_TOOLS = {"blockmm-import": "import_main", "blockmm-export": "export_main", "blockmm-spy": "spy_main"}
+
+
+def tool(name, *args, check=None, in_process=True):
+    """Runs a tool of the build tree; returns an object with returncode, stdout and stderr;
+    check=rc asserts the code. The Python tools run in this process by default (their entry
+    point, as the wrapper script calls it: a process start costs scipy's import each time);
+    Versions and the README recipe run the wrapper scripts themselves."""
+    if name in PYTHON_TOOLS and in_process:
+        run = subprocess.CompletedProcess([name, *args], None, "", "")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                run.returncode = getattr(blockmm.cli, PYTHON_TOOLS[name])([str(a) for a in args])
+            except SystemExit as exit:  # argparse: usage errors, --help
+                run.returncode = exit.code if isinstance(exit.code, int) else 1
+        run.stdout, run.stderr = out.getvalue(), err.getvalue()
+    else:
+        env = dict(os.environ, BLOCKMM_MPI="0")
+        run = subprocess.run([os.path.join(BUILD, name), *map(str, args)], capture_output=True, text=True,
+                             timeout=120, env=env)
     if check is not None and run.returncode != check:
         raise AssertionError(f"{name} {' '.join(map(str, args))}: exit {run.returncode}, expected {check}\n"
                              f"stdout: {run.stdout}\nstderr: {run.stderr}")
@@ -98,7 +117,7 @@ class Versions(Work):
     def test_every_tool_answers_the_same_version(self):
         versions = {}
         for name in TOOLS:
-            run = tool(name, "--version", check=0)
+            run = tool(name, "--version", check=0, in_process=False)
             words = run.stdout.split()
             self.assertEqual(words[0], name, run.stdout)
             versions[name] = words[-1]
@@ -205,7 +224,7 @@ class ImportFormats(Work):
         dense = np.zeros((4, 4))
         dense[2, 3] = 2.25
         sp.save_npz(self.path("bad.npz"), sp.csr_matrix(dense))
-        run = tool("blockmm-import", "-m", 2, self.path("bad.npz"), self.path("x.bin"))
+        run = tool("blockmm-import", "-m", 2, self.path("bad.npz"), self.path("x.bin"), in_process=False)
         self.assertEqual(run.returncode, 3, run.stderr)
         self.assertIn("entry (row 2, column 3) (0-based) holds 2.25", run.stderr)
         self.assertFalse(os.path.exists(self.path("x.bin")))
@@ -436,7 +455,7 @@ class Spy(Work):
         dense[full[0] * 8:(full[0] + 1) * 8, full[1] * 8:(full[1] + 1) * 8] = 1
         dense[single[0] * 8 + 3, single[1] * 8 + 5] = 9
         blockmm.write_bin(self.path("A.bin"), sp.bsr_matrix(dense, blocksize=(m, m)))
-        tool("blockmm-spy", "--cells", 8, self.path("A.bin"), self.path("A.png"), check=0)
+        tool("blockmm-spy", "--cells", 8, self.path("A.bin"), self.path("A.png"), check=0, in_process=False)
         picture = blockmm.spy.draw(blockmm.read(self.path("A.bin")), self.path("B.png"), cells=8, title_name="A.bin")
         self.assertEqual(picture.side, 4)
         self.assertEqual(picture.counts[full], 16)
