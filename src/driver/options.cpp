@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "core/error.hpp"
+#include "io/product_writer.hpp"
 
 #ifndef BLOCKMM_VERSION
 #define BLOCKMM_VERSION "unknown"
@@ -72,6 +73,9 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
     options.stats = stats == "json" ? StatsMode::json : stats == "text" ? StatsMode::text : StatsMode::off;
     options.chunk_bytes = parse_size(chunk);
     if (!budget.empty()) options.mem_budget = parse_size(budget);
+    const std::string warning =
+        io::output_name_warning(options.out_path, io::choose_output_format(options.out_path, options.format));
+    if (!warning.empty() && print) std::cerr << "blockmm: warning: " << warning << "\n";
   } catch (const CLI::ParseError& e) {
     exit_code = e.get_exit_code() == 0 ? 0 : static_cast<int>(ExitCode::usage);
     if (print) {

@@ -11,10 +11,12 @@
 namespace blockmm::io {
 namespace {
 
+constexpr ValueWidth kInputWidth = ValueWidth::u16;
+
 class BinaryInputFile final : public InputFile {
  public:
   BinaryInputFile(const std::string& path, const comm::Communicator& comm)
-      : info_(inspect_binary(path, ValueWidth::u16)), reader_(open_reader(path, comm)) {}
+      : info_(inspect_binary_explained(path, &kInputWidth)), reader_(open_reader(path, comm)) {}
   const std::string& path() const override { return info_.path; }
   const FileHeader& header() const override { return info_.header; }
   std::string format_name() const override { return "binary"; }
@@ -44,6 +46,29 @@ bool has_hdf5_signature(const std::string& path) {
   const ssize_t got = ::pread(fd, head, sizeof head, 0);
   ::close(fd);
   return got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, signature, sizeof head) == 0;
+}
+
+void explain_foreign_format(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;
+  char head[14] = {};
+  const ssize_t got = ::pread(fd, head, sizeof head, 0);
+  ::close(fd);
+  if (got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, "%%MatrixMarket", sizeof head) == 0)
+    throw InputError(path + ": a Matrix Market file; convert it first with blockmm-import --block-size M " + path +
+                     " OUT.bin");
+  if (got >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0)
+    throw InputError(path + ": a zip archive such as scipy's .npz; convert a scipy.sparse .npz first with "
+                     "blockmm-import --block-size M " + path + " OUT.bin");
+}
+
+BinaryFileInfo inspect_binary_explained(const std::string& path, const ValueWidth* width) {
+  try {
+    return width != nullptr ? inspect_binary(path, *width) : inspect_binary_any_width(path);
+  } catch (const InputError&) {
+    explain_foreign_format(path);
+    throw;
+  }
 }
 
 std::unique_ptr<InputFile> open_input(const std::string& path, const comm::Communicator& comm) {

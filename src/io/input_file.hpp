@@ -57,6 +57,15 @@ std::unique_ptr<InputFile> open_input(const std::string& path, const comm::Commu
 // Whether the file starts with the HDF5 signature.
 bool has_hdf5_signature(const std::string& path);
 
+// Called when `path` failed the binary format's checks: throws an InputError saying what the
+// file is instead when it starts like a Matrix Market file ("%%MatrixMarket") or a scipy .npz
+// (a zip archive, "PK\3\4"), and how to convert it; returns otherwise. The signature is only
+// consulted after the binary checks failed, so a valid binary file is never taken for either.
+void explain_foreign_format(const std::string& path);
+
+// inspect_binary (width given) or inspect_binary_any_width (nullptr), with explain_foreign_format.
+BinaryFileInfo inspect_binary_explained(const std::string& path, const ValueWidth* width);
+
 // A and B must have the same n and m.
 void check_same_shape(const InputFile& a, const InputFile& b);
 

@@ -2,6 +2,7 @@
 // 1 different, 2 trouble (usage, unreadable or malformed file), as cmp(1) and diff(1) do.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "core/error.hpp"
@@ -20,9 +21,10 @@ const char* width_name(blockmm::io::ValueWidth w) {
 
 int main(int argc, char** argv) {
   using blockmm::io::BinaryFileInfo;
-  CLI::App app{"blockmm-cmp: compare two COL380 files as matrices: same n, m and (i, j) -> block values.\n"
-               "Record order is free and all-zero blocks count as absent. Both files hold inputs (uint16)\n"
-               "or both hold products (uint32); the width is told from the file size."};
+  CLI::App app{"blockmm-cmp: compare two matrix files (COL380 binary or HDF5, in any mix, told apart by their\n"
+               "signature) as matrices: same n, m and (i, j) -> block values. Record order is free and all-zero\n"
+               "blocks count as absent. Both files hold inputs (uint16) or both hold products (uint32); a binary\n"
+               "file's width is told from its size, an HDF5 file's from /data."};
   std::string expected_path, actual_path;
   bool strict = false;
   bool quiet = false;
@@ -36,17 +38,16 @@ int main(int argc, char** argv) {
   blockmm::tools::ExitPolicy policy;
   policy.trouble = 2;
   return blockmm::tools::run_tool("blockmm-cmp", app, argc, argv, [&] {
-    BinaryFileInfo e = blockmm::io::inspect_binary_any_width(expected_path);
-    BinaryFileInfo a = blockmm::io::inspect_binary_any_width(actual_path);
-    // An empty file (k = 0) fits either width: take the other file's.
-    if (e.header.k == 0) e = blockmm::io::inspect_binary(expected_path, a.width);
-    if (a.header.k == 0) a = blockmm::io::inspect_binary(actual_path, e.width);
-    if (e.width != a.width)
+    using blockmm::tools::MappedFile;
+    const std::unique_ptr<MappedFile> expected = MappedFile::open(expected_path);
+    const std::unique_ptr<MappedFile> actual = MappedFile::open(actual_path);
+    const BinaryFileInfo& e = expected->info();
+    const BinaryFileInfo& a = actual->info();
+    // A file without blocks fits either width (an empty binary file reads as uint16).
+    if (e.width != a.width && e.header.k > 0 && a.header.k > 0)
       throw blockmm::UsageError(actual_path + ": holds " + width_name(a.width) + ", but " + expected_path + " holds " +
                                 width_name(e.width));
-    const blockmm::tools::MappedFile expected(e);
-    const blockmm::tools::MappedFile actual(a);
-    const blockmm::tools::Comparison c = blockmm::tools::compare_files(expected, actual, strict);
+    const blockmm::tools::Comparison c = blockmm::tools::compare_files(*expected, *actual, strict);
     if (c.equal()) {
       if (!quiet)
         std::printf("blockmm-cmp: equal: n = %d, m = %d, %lld non-zero blocks%s\n", e.header.n, e.header.m,

@@ -14,9 +14,7 @@ std::string block_name(std::int32_t i, std::int32_t j) {
   return "(" + std::to_string(i) + ", " + std::to_string(j) + ")";
 }
 
-std::string record_name(const MappedFile& file, std::int64_t r) {
-  return "record " + std::to_string(r) + " (byte offset " + std::to_string(file.info().record_offset(r)) + ")";
-}
+std::string record_name(const MappedFile& file, std::int64_t r) { return file.locate(r); }
 
 // Counts and the first difference of one block-row; rows are merged independently.
 struct RowOutcome {

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -79,9 +80,9 @@ std::uint64_t key_of(const std::byte* record) {
 
 Source binary_source(const std::string& path, const std::string& values) {
   // Width: from the file's size (both fit only when k = 0, which reads as an input unless --values u32).
-  const io::BinaryFileInfo info = values == "u16"   ? io::inspect_binary(path, ValueWidth::u16)
-                                  : values == "u32" ? io::inspect_binary(path, ValueWidth::u32)
-                                                    : io::inspect_binary_any_width(path);
+  const ValueWidth u16 = ValueWidth::u16, u32 = ValueWidth::u32;
+  const io::BinaryFileInfo info =
+      io::inspect_binary_explained(path, values == "u16" ? &u16 : values == "u32" ? &u32 : nullptr);
   const std::int64_t k = info.header.k;
   const std::int64_t stride = info.record_bytes();
   const std::int32_t p = info.header.n / info.header.m;
@@ -209,6 +210,8 @@ int main(int argc, char** argv) {
 
   return blockmm::tools::run_tool("blockmm-convert", app, argc, argv, [&] {
     const io::OutputFormat format = io::choose_output_format(out_path, to);
+    const std::string warning = io::output_name_warning(out_path, format);
+    if (!warning.empty()) std::fprintf(stderr, "blockmm-convert: warning: %s\n", warning.c_str());
     const Source source = io::has_hdf5_signature(in_path) ? hdf5_source(in_path, values) : binary_source(in_path, values);
     if (format == io::OutputFormat::hdf5)
       write_hdf5(source, out_path);

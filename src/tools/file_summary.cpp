@@ -45,6 +45,7 @@ FileSummary summarize_file(const MappedFile& file) {
   FileSummary s;
   const io::BinaryFileInfo& info = file.info();
   s.path = info.path;
+  s.format = file.format_name();
   s.file_bytes = info.file_bytes;
   s.n = info.header.n;
   s.m = info.header.m;
@@ -90,10 +91,12 @@ std::string summary_text(const FileSummary& s) {
   std::string text;
   std::snprintf(buffer, sizeof buffer,
                 "file:            %s\n"
+                "format:          %s\n"
                 "size:            %lld bytes\n"
                 "header:          n = %d, m = %d, k = %lld (%d block-rows, density %.6g)\n"
                 "values:          %s, %lld bytes a record\n",
-                s.path.c_str(), static_cast<long long>(s.file_bytes), s.n, s.m, static_cast<long long>(s.k),
+                s.path.c_str(), s.format == "hdf5" ? "HDF5 (BSR layout; records in /data order)" : "COL380 binary",
+                static_cast<long long>(s.file_bytes), s.n, s.m, static_cast<long long>(s.k),
                 s.block_rows, static_cast<double>(s.k) / (p * p), kind(s), static_cast<long long>(s.record_bytes));
   text += buffer;
   if (s.sorted) {
@@ -118,6 +121,7 @@ std::string summary_text(const FileSummary& s) {
 std::string summary_json(const FileSummary& s) {
   nlohmann::json j;
   j["path"] = s.path;
+  j["format"] = s.format;
   j["file_bytes"] = s.file_bytes;
   j["n"] = s.n;
   j["m"] = s.m;

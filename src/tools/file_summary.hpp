@@ -11,6 +11,7 @@ namespace blockmm::tools {
 
 struct FileSummary {
   std::string path;
+  std::string format;  // "binary" or "hdf5"
   std::int64_t file_bytes = 0;
   std::int32_t n = 0, m = 0;
   std::int64_t k = 0;

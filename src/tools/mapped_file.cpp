@@ -2,12 +2,17 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "core/error.hpp"
+#include "io/hdf5_bsr.hpp"
+#include "io/input_file.hpp"
 
 namespace blockmm::tools {
 
@@ -28,7 +33,48 @@ MappedFile::MappedFile(const io::BinaryFileInfo& info) : info_(info), stride_(in
   }
 }
 
-MappedFile::~MappedFile() { ::munmap(const_cast<std::byte*>(base_), mapped_bytes_); }
+MappedFile::MappedFile(const io::BinaryFileInfo& info, std::vector<std::byte> records)
+    : info_(info), heap_(std::move(records)), stride_(info.record_bytes()) {
+  base_ = heap_.data();
+}
+
+MappedFile::~MappedFile() {
+  if (heap_.empty()) ::munmap(const_cast<std::byte*>(base_), mapped_bytes_);
+}
+
+std::unique_ptr<MappedFile> MappedFile::open(const std::string& path, const io::ValueWidth* width) {
+  if (!io::has_hdf5_signature(path))
+    return std::make_unique<MappedFile>(io::inspect_binary_explained(path, width));
+  io::BsrReader reader(path, io::BsrValues::input_or_product);
+  const io::BsrHeader& h = reader.header();
+  io::BinaryFileInfo info;
+  info.path = path;
+  info.header = {h.n, h.m, h.nnzb};
+  info.width = h.width;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw InputError(path + ": cannot stat: " + std::strerror(errno));
+  info.file_bytes = st.st_size;
+  const std::int64_t stride = h.record_bytes();
+  // A compressed dataset may claim far more blocks than its file holds: refuse before allocating.
+  if (h.nnzb > (std::numeric_limits<std::int64_t>::max() - kHeaderBytes) / stride ||
+      static_cast<std::uint64_t>(kHeaderBytes + h.nnzb * stride) > std::vector<std::byte>().max_size())
+    throw ResourceError(path + ": " + std::to_string(h.nnzb) + " blocks of " + std::to_string(stride) +
+                        " bytes are too many to load into memory");
+  // The header bytes keep record(r)'s arithmetic the binary layout's and make heap_ never empty.
+  std::vector<std::byte> records(static_cast<std::size_t>(kHeaderBytes + h.nnzb * stride));
+  const std::int64_t per_piece = std::max<std::int64_t>(1, (std::int64_t{32} << 20) / stride);
+  for (std::int64_t first = 0; first < h.nnzb; first += per_piece) {
+    const std::int64_t count = std::min(per_piece, h.nnzb - first);
+    const std::vector<std::byte> piece = reader.read_records(first, count);
+    std::memcpy(records.data() + kHeaderBytes + first * stride, piece.data(), piece.size());
+  }
+  return std::unique_ptr<MappedFile>(new MappedFile(info, std::move(records)));
+}
+
+std::string MappedFile::locate(std::int64_t r) const {
+  if (is_hdf5()) return "block " + std::to_string(r) + " of /data";
+  return "record " + std::to_string(r) + " (byte offset " + std::to_string(info_.record_offset(r)) + ")";
+}
 
 std::uint32_t MappedFile::value(std::int64_t r, std::int64_t e) const {
   const std::byte* at = record(r) + 8 + e * value_bytes();

@@ -1,11 +1,15 @@
-// A COL380 file mapped read-only for the inspection tools (blockmm-cmp, blockmm-info): header
-// and size checked by io::inspect_binary*, block indices by io::validate_record_indices, and
-// the records then read in place, so multi-GB outputs cost page cache rather than heap.
+// A matrix file for the inspection tools (blockmm-cmp, blockmm-info), seen as COL380 records.
+// A binary file is mapped read-only: header and size checked by io::inspect_binary*, block
+// indices by io::validate_record_indices, and the records then read in place, so multi-GB
+// outputs cost page cache rather than heap. An HDF5 (BSR) file, told apart by its signature, is
+// checked by io::BsrReader and its blocks are read into memory as records in BSR order.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/record_layout.hpp"
 #include "io/binary_format.hpp"
@@ -17,6 +21,10 @@ class MappedFile {
   // `info` from io::inspect_binary or io::inspect_binary_any_width. Throws InputError when the
   // file cannot be mapped or a block index lies outside [0, n/m).
   explicit MappedFile(const io::BinaryFileInfo& info);
+  // Either format, by signature. `width`, when not null, is what a binary file must hold (an
+  // empty binary file fits both); an HDF5 file's /data says its own. A file that is neither
+  // (a Matrix Market or .npz file, say) is an InputError saying how to convert it.
+  static std::unique_ptr<MappedFile> open(const std::string& path, const io::ValueWidth* width = nullptr);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -35,8 +43,16 @@ class MappedFile {
   std::uint32_t value(std::int64_t r, std::int64_t e) const;
   bool all_zero(std::int64_t r) const;
 
+  bool is_hdf5() const { return !heap_.empty(); }
+  const char* format_name() const { return is_hdf5() ? "hdf5" : "binary"; }
+  // Where record r lives, for messages: "record 3 (byte offset 60)", or "block 3 of /data".
+  std::string locate(std::int64_t r) const;
+
  private:
+  MappedFile(const io::BinaryFileInfo& info, std::vector<std::byte> records);  // HDF5, records in memory
+
   io::BinaryFileInfo info_;
+  std::vector<std::byte> heap_;  // HDF5: 12 unused header bytes, then the records
   const std::byte* base_ = nullptr;
   std::size_t mapped_bytes_ = 0;
   std::int64_t stride_ = 0;

@@ -3,9 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <new>
+#include <string>
 
 #include "core/error.hpp"
 #include "io/atomic_output.hpp"
+
+#ifndef BLOCKMM_VERSION
+#define BLOCKMM_VERSION "unknown"
+#endif
 
 namespace blockmm::tools {
 
@@ -16,6 +21,7 @@ int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::
     return policy.trouble != 0 ? policy.trouble : static_cast<int>(code);
   };
   io::install_cleanup_handlers();
+  app.set_version_flag("--version", std::string(tool) + " " + BLOCKMM_VERSION);  // the same version as blockmm's
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -211,5 +211,49 @@ TEST_F(CmpTest, FindsOneChangedValueInAGeneratedMatrix) {
   }
 }
 
+// HDF5 (BSR) files, told apart by signature, compare as the matrices they hold, in any mix
+// with binary files; a difference in the HDF5 file names its block of /data.
+class CmpHdf5Test : public CmpTest {};
+
+TEST_F(CmpHdf5Test, BinaryAndHdf5CompareAsMatrices) {
+  const std::string e = file("e.bin", product_blocks());
+  ASSERT_EQ(run_tool("blockmm-convert", {e, path("e.h5")}).exit_code, 0);
+  for (const auto& [x, y] : {std::pair{e, path("e.h5")}, std::pair{path("e.h5"), e}, std::pair{path("e.h5"), path("e.h5")}}) {
+    const ToolRun run = cmp({"--strict", x, y});
+    EXPECT_EQ(run.exit_code, 0) << x << " " << y << "\n" << run.out << run.err;
+  }
+  Blocks changed = product_blocks();
+  changed[1].values[2] = 8;  // block (1, 2), element (1, 0): 7 -> 8
+  ASSERT_EQ(run_tool("blockmm-convert", {file("a.bin", changed), path("a.h5")}).exit_code, 0);
+  const ToolRun run = cmp({e, path("a.h5")});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.out.find("block (1, 2) element (1, 0): expected 7, actual 8"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("ACTUAL block 1 of /data"), std::string::npos) << run.out;
+  // An input (uint16) against a product: trouble.
+  Blocks input = product_blocks();
+  input[1].values[3] = 4;
+  ASSERT_EQ(run_tool("blockmm-convert", {file("i.bin", input, 2), path("i.h5")}).exit_code, 0);
+  EXPECT_EQ(cmp({path("i.h5"), e}).exit_code, 2);
+  // A Matrix Market file is named as one.
+  write_bytes(path("m.mtx"), "%%MatrixMarket matrix coordinate integer general\n8 8 1\n1 1 5\n");
+  const ToolRun mtx = cmp({e, path("m.mtx")});
+  EXPECT_EQ(mtx.exit_code, 2);
+  EXPECT_NE(mtx.err.find(path("m.mtx") + ": a Matrix Market file; convert it first with blockmm-import"),
+            std::string::npos)
+      << mtx.err;
+}
+
+TEST_F(CmpHdf5Test, EveryToolAnswersTheProjectVersion) {
+  const ToolRun blockmm = run_tool("blockmm", {"--version"});
+  ASSERT_EQ(blockmm.exit_code, 0);
+  const std::string version = blockmm.out.substr(blockmm.out.rfind(' ') + 1);
+  EXPECT_FALSE(version.empty());
+  for (const char* tool : {"blockmm-gen", "blockmm-cmp", "blockmm-info", "blockmm-convert"}) {
+    const ToolRun run = run_tool(tool, {"--version"});
+    EXPECT_EQ(run.exit_code, 0) << tool;
+    EXPECT_EQ(run.out, std::string(tool) + " " + version) << tool;
+  }
+}
+
 }  // namespace
 }  // namespace blockmm::testing

@@ -90,5 +90,27 @@ TEST_F(InfoTest, BadFilesExitThree) {
   EXPECT_EQ(run_tool("blockmm-info", {}).exit_code, 2);
 }
 
+// An HDF5 copy (made by blockmm-convert) reports the same facts, and says it is HDF5.
+TEST_F(InfoTest, ReadsHdf5AsTheSameMatrix) {
+  const std::vector<RawBlock> blocks = {{0, 1, {1, 2, 3, 4}}, {2, 0, {0, 65535, 0, 0}}, {2, 2, {9, 9, 9, 9}}};
+  write_bytes(path("a.bin"), col380_bytes(6, 2, blocks, 2));
+  ASSERT_EQ(run_tool("blockmm-convert", {path("a.bin"), path("a.h5")}).exit_code, 0);
+  const ToolRun bin = run_tool("blockmm-info", {"--json", path("a.bin")});
+  const ToolRun h5 = run_tool("blockmm-info", {"--json", path("a.h5")});
+  ASSERT_EQ(bin.exit_code, 0) << bin.err;
+  ASSERT_EQ(h5.exit_code, 0) << h5.err;
+  const nlohmann::json b = nlohmann::json::parse(bin.out), h = nlohmann::json::parse(h5.out);
+  EXPECT_EQ(b["format"], "binary");
+  EXPECT_EQ(h["format"], "hdf5");
+  EXPECT_EQ(h["file_bytes"], read_bytes(path("a.h5")).size());
+  for (const char* key : {"n", "m", "k", "value_type", "min_value", "max_value", "sorted", "duplicates", "zero_blocks",
+                          "blocks_per_row"})
+    EXPECT_EQ(h[key], b[key]) << key;
+  EXPECT_EQ(h["k"], 3);
+  EXPECT_EQ(h["max_value"], 65535);
+  const ToolRun text = run_tool("blockmm-info", {path("a.h5")});
+  EXPECT_NE(text.out.find("format:          HDF5 (BSR layout"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace blockmm::testing

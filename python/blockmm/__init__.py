@@ -1,0 +1,14 @@
+"""blockmm's matrices in Python: read and write blockmm's files (COL380 binary, HDF5 BSR) as
+scipy.sparse.bsr_matrix, convert Matrix Market and scipy .npz files, draw block patterns.
+
+    import blockmm
+    C = blockmm.read("C.bin")            # bsr_matrix, uint32 values (uint16 for inputs)
+    blockmm.write("A.bin", A_bsr)         # uint16 input for blockmm (values="u32" for products)
+"""
+from . import spy  # noqa: F401  (blockmm.spy.draw)
+from ._version import __version__
+from .files import FormatError, read, read_bin, read_h5, write, write_bin, write_h5
+from .foreign import read_matrix_market, read_npz, to_bsr, write_matrix_market, write_npz
+
+__all__ = ["__version__", "spy", "FormatError", "read", "read_bin", "read_h5", "write", "write_bin", "write_h5",
+           "read_matrix_market", "read_npz", "to_bsr", "write_matrix_market", "write_npz"]

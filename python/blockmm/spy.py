@@ -1,0 +1,89 @@
+"""A picture of a matrix's block pattern (blockmm-spy): the block grid is cut into at most
+`cells` x `cells` cells of equal numbers of block-rows and block-columns, and each cell is
+shaded by how many non-zero blocks it holds, on a log scale; empty cells stay white. Axes are
+in block indices; the title gives n, m and nnzb. Drawn by matplotlib (Agg, no display needed).
+"""
+import numpy as np
+
+
+def block_counts(bsr, cells):
+    """(counts[cells_r, cells_c], blocks per cell side) of a square bsr_matrix's non-zero blocks."""
+    n = bsr.shape[0]
+    m = bsr.blocksize[0]
+    p = n // m
+    side = max(1, -(-p // cells))  # block-rows (and block-columns) per cell
+    grid = -(-p // side)
+    nonzero = bsr.data.reshape(len(bsr.indices), m * m).any(axis=1)
+    rows = np.repeat(np.arange(p, dtype=np.int64), np.diff(bsr.indptr))[nonzero]
+    cols = bsr.indices.astype(np.int64)[nonzero]
+    counts = np.bincount((rows // side) * grid + cols // side, minlength=grid * grid).reshape(grid, grid)
+    return counts, side
+
+
+class Picture:
+    """Where cells landed in the PNG, for tests and callers: pixel (x, y) from the top-left."""
+
+    def __init__(self, width, height, centres, counts, side):
+        self.width, self.height = width, height
+        self.counts, self.side = counts, side
+        self._centres = centres
+
+    def pixel_of(self, cell_row, cell_col):
+        return self._centres(cell_row, cell_col)
+
+
+AXES_BOX = (0.15, 0.1, 0.65, 0.78)  # left, bottom, width, height of the picture in the figure
+
+
+def draw(bsr, target, cells=512, title_name="", dpi=100):
+    """Writes the PNG `target` (a path or a file object) and returns a Picture. The figure is at
+    least 700 x 600 pixels and large enough that every cell covers at least one pixel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.colors as colors
+    import matplotlib.pyplot as plt
+
+    counts, side = block_counts(bsr, cells)
+    n, m = bsr.shape[0], bsr.blocksize[0]
+    p = n // m
+    nnzb = int(counts.sum())
+    grid = counts.shape[0]
+    shown = np.ma.masked_equal(counts, 0)
+    # Light blue (one block) to dark navy (the fullest cell): every non-empty cell stands out from white.
+    cmap = colors.LinearSegmentedColormap.from_list("blockmm-blocks", ["#9ecae1", "#2171b5", "#08306b"])
+    cmap.set_bad("white")
+    top = max(2, int(counts.max()))
+    width = max(700, int(np.ceil(grid / AXES_BOX[2])) + 2)
+    height = max(600, int(np.ceil(grid / AXES_BOX[3])) + 2)
+    figure = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
+    try:
+        axes = figure.add_axes(AXES_BOX)
+        extent = (0, grid * side, grid * side, 0)  # block indices, row 0 at the top
+        image = axes.imshow(shown, cmap=cmap, norm=colors.LogNorm(vmin=1, vmax=top),
+                            interpolation="nearest", extent=extent, aspect="equal")
+        axes.set_xlim(0, p)
+        axes.set_ylim(p, 0)
+        axes.ticklabel_format(style="plain", useOffset=False)  # block indices as they are, not "x 1e6"
+        axes.set_xlabel("block-column")
+        axes.set_ylabel("block-row")
+        per_cell = "1 block" if side == 1 else f"{side} x {side} blocks"
+        name = f"{title_name}\n" if title_name else ""
+        axes.set_title(f"{name}n = {n}, m = {m}, nnzb = {nnzb} (a cell: {per_cell})", fontsize=10)
+        bar_axes = figure.add_axes([0.84, 0.1, 0.03, 0.78])
+        bar = figure.colorbar(image, cax=bar_axes, label="non-zero blocks in the cell (log scale)")
+        ticks = sorted({int(round(t)) for t in np.geomspace(1, top, 6)})
+        bar.minorticks_off()
+        bar.set_ticks(ticks)
+        bar.set_ticklabels([str(t) for t in ticks])
+        figure.savefig(target, format="png", dpi=dpi)
+        width, height = figure.canvas.get_width_height()
+        transform = axes.transData
+
+        def centre(cell_row, cell_col):
+            x, y = transform.transform(((cell_col + 0.5) * side, (cell_row + 0.5) * side))
+            return int(round(x)), int(round(height - y))
+
+        return Picture(width, height, centre, counts, side)
+    finally:
+        plt.close(figure)
