@@ -45,7 +45,7 @@ COLUMNS = (
        "c_blocks", "output_bytes", "gmacs_numeric", "gmacs_compute", "gmacs_e2e",
        "floor_read_s", "floor_write_s", "floor_s", "wall_over_floor", "total_over_floor",
        "scipy_s", "scipy_multiply_s", "scipy_wall_s", "scipy_check", "cusparse_status", "cusparse_spgemm_s",
-       "cusparse_wall_s", "machine", "commit", "date"])
+       "cusparse_wall_s", "dbcsr_multiply_s", "dbcsr_wall_s", "dbcsr_check", "machine", "commit", "date"])
 RUN_COLUMNS = (["case", "backend", "ranks", "repeat", "rc", "identical", "wall_s", "rss_mb"]
                + [p + "_s" for p in PHASES] + ["useful_macs", "output_bytes"])
 
@@ -408,6 +408,7 @@ class Bench:
         self.mpirun = shutil.which("mpirun") or shutil.which("mpiexec")
         self.mismatches, self.failures, self.notes = [], [], []
         self.run_rows = []
+        self.dbcsr = None  # bench/dbcsr_anchor, when built
 
     # time left before the deadline (None: no deadline)
     def left(self):
@@ -670,6 +671,7 @@ class Bench:
             rm(out)
             res.update(scipy_s=fmt(median(totals), 4), scipy_multiply_s=fmt(median(mults), 4),
                        scipy_wall_s=fmt(median(walls), 4), scipy_check=check)
+        res.update(self.run_dbcsr_anchor(case, a, b, ref, macs))
         # cuSPARSE SpGEMM (kernel time, f64, element-level CSR)
         if not self.cusparse:
             res["cusparse_status"] = ""
@@ -696,6 +698,57 @@ class Bench:
             progress("%s: cuSPARSE anchor: %s%s, process wall %.2fs" %
                      (case.name, status, ", SpGEMM %.4fs" % spgemm if status == "ok" else "", r.wall))
         return res
+
+    def run_dbcsr_anchor(self, case, a, b, ref, macs):
+        """DBCSR (bench/dbcsr_anchor: float64 blocks of size m) on one rank with all cores as OpenMP
+        threads, like blockmm's one-rank run; OpenBLAS told the best core type it can use."""
+        args, progress, data = self.args, self.progress, self.args.data
+        if not self.dbcsr:
+            return {"dbcsr_check": "" if args.dbcsr == "off" else "not built"}
+        if macs > args.dbcsr_max_gmac * 1e9:
+            return {"dbcsr_check": "skipped (%.0f GMAC)" % (macs / 1e9)}
+        if self.past_deadline():
+            return {"dbcsr_check": "skipped (deadline)"}
+        out = os.path.join(data, case.name + ".dbcsr.C.bin")
+        rm(out)
+        env = dict(self.env, OMP_NUM_THREADS=str(os.cpu_count() or 1), OPENBLAS_NUM_THREADS="1")
+        env.setdefault("OPENBLAS_CORETYPE", openblas_best_core())
+        r = run_cmd([self.mpirun, "-np", "1", "--bind-to", "none", self.dbcsr, a, b, out],
+                    timeout=self.timeout(args.anchor_timeout), env=env, scratch=data)
+        try:
+            j = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            j = None
+        if r.rc != 0 or j is None:
+            check = "failed (%s)" % ("timeout" if r.timed_out else "exit %d" % r.rc)
+            progress("%s: DBCSR anchor %s: %s" % (case.name, check, r.tail(2)))
+            rm(out)
+            return {"dbcsr_check": check}
+        if ref is None:
+            check = "no blockmm output"
+        else:
+            rc, _ = quiet([os.path.join(args.build, "blockmm-cmp"), "-q", ref, out], timeout=600)
+            check = "equal" if rc == 0 else "DIFFERENT"
+            if rc != 0:
+                msg = "%s: blockmm's output DIFFERS from the DBCSR anchor's product" % case.name
+                self.mismatches.append(msg)
+                progress.loud(msg)
+        rm(out)
+        progress("%s: DBCSR anchor (OPENBLAS_CORETYPE=%s): multiply %.3fs, wall %.3fs; %s" %
+                 (case.name, env["OPENBLAS_CORETYPE"], j["multiply"], r.wall, check))
+        return {"dbcsr_multiply_s": fmt(j["multiply"], 4), "dbcsr_wall_s": fmt(r.wall, 3), "dbcsr_check": check}
+
+
+def openblas_best_core():
+    """OpenBLAS's own detection may name an older core in a VM (it saw this AVX-512 machine as
+    Prescott); name the best kernel set the CPU flags allow."""
+    try:
+        flags = set(open("/proc/cpuinfo").read().split())
+    except OSError:
+        flags = set()
+    if {"avx512f", "avx512bw", "avx512vl"} <= flags:
+        return "SkylakeX"
+    return "Haswell" if "avx2" in flags else "Prescott"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -960,10 +1013,12 @@ def section_text(machine, info, rows, plots, notes):
                   "%s (%s)" % (best["wall_s"], label(best)) if best else "",
                   best["wall_over_floor"] if best else "",
                   r0["scipy_wall_s"], r0["scipy_s"], r0["scipy_multiply_s"], speedup, r0["scipy_check"],
-                  r0["cusparse_status"], r0["cusparse_spgemm_s"]])
+                  r0["cusparse_status"], r0["cusparse_spgemm_s"], r0.get("dbcsr_multiply_s", ""),
+                  r0.get("dbcsr_check", "")])
     lines.append(md_table(["case", "read inputs s", "write+fsync output s", "floor s", "best wall s",
                            "best / floor", "scipy BSR wall s", "scipy in-script s", "scipy multiply s",
-                           "blockmm speed-up (wall)", "scipy vs blockmm", "cuSPARSE", "cuSPARSE SpGEMM s"], t))
+                           "blockmm speed-up (wall)", "scipy vs blockmm", "cuSPARSE", "cuSPARSE SpGEMM s",
+                           "DBCSR multiply s (1 rank)", "DBCSR vs blockmm"], t))
     if plots:
         lines += ["", "### Plots", ""]
         titles = {"phases.png": "Phase breakdown", "floor.png": "End to end against the I/O floor",
@@ -1071,6 +1126,10 @@ def parse_args(argv):
     ap.add_argument("--cusparse", choices=["auto", "off"], default="auto", help="cuSPARSE anchor (default auto)")
     ap.add_argument("--cusparse-max-gmac", type=float, default=100.0,
                     help="cuSPARSE anchor only under this much work (default 100 GMAC)")
+    ap.add_argument("--dbcsr", choices=["auto", "off"], default="auto",
+                    help="DBCSR anchor, when the build has dbcsr_anchor (default auto)")
+    ap.add_argument("--dbcsr-max-gmac", type=float, default=200, help="DBCSR anchor only under this much work "
+                    "(default 200 GMAC)")
     ap.add_argument("--anchor-repeat", type=int, help="runs of the scipy anchor per case (default: as blockmm's)")
     ap.add_argument("--anchor-timeout", type=int, default=180, help="seconds per anchor run (default 180)")
     ap.add_argument("--run-timeout", type=int, default=900, help="seconds per blockmm run (default 900)")
@@ -1193,6 +1252,9 @@ def main(argv):
     bench.scipy_python = find_scipy_python() if args.scipy == "auto" else None
     cus = os.path.join(build, "cusparse_anchor")
     bench.cusparse = cus if (args.cusparse == "auto" and cuda_ok and os.access(cus, os.X_OK)) else None
+    dbc = os.path.join(build, "dbcsr_anchor")
+    bench.dbcsr = dbc if (args.dbcsr == "auto" and os.access(dbc, os.X_OK)) else None
+    progress("anchors: DBCSR %s" % (bench.dbcsr or "not available (BLOCKMM_BENCH_DEPS=1 scripts/install-deps)"))
     progress("anchors: scipy %s; cuSPARSE %s" % (bench.scipy_python or "not available",
                                                  bench.cusparse or "not available (needs a GPU and a CUDA build)"))
 
