@@ -1,8 +1,9 @@
 // The cpu block kernels at every instruction-set level this CPU supports (the others are
 // skipped with a message), against an independent reference: 64-bit sums saturated once at
 // the end. Kernel level: every m from 1 to 64, several B blocks landing on one tile, initial
-// accumulators near 2^32 - 1. Whole numeric phase: random matrices (odd m up to 64, many
-// tiny chunks so that rows are split into pieces) against the reference backend.
+// accumulators near 2^32 - 1, accumulators spaced apart as in the output records. Whole
+// numeric phase: random matrices (odd m up to 64, many tiny chunks so that rows are split
+// into pieces) against the reference backend.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -59,8 +60,11 @@ void check_kernel_once(SimdLevel level, std::int32_t m, Values kind, std::mt1993
   const std::vector<std::uint16_t> a = random_values(static_cast<std::size_t>(mm), kind, rng);
   const std::vector<std::uint16_t> b = random_values(static_cast<std::size_t>(count * mm), kind, rng);
 
-  // Initial accumulators: zero, random, or within one block product of 2^32 - 1.
-  std::vector<std::uint32_t> acc(static_cast<std::size_t>(tiles * mm));
+  // Initial accumulators: zero, random, or within one block product of 2^32 - 1. Some calls
+  // space the accumulators apart (as the output records do: a 2-value header between tiles);
+  // the values between them must stay untouched.
+  const std::int64_t acc_stride = mm + (std::uniform_int_distribution<int>(0, 1)(rng) ? 2 : 0);
+  std::vector<std::uint32_t> acc(static_cast<std::size_t>(tiles * acc_stride));
   std::uniform_int_distribution<std::uint32_t> any32(0, kMax), near(0, 1u << 20), pick(0, 2);
   for (auto& x : acc) {
     const std::uint32_t p = pick(rng);
@@ -77,13 +81,13 @@ void check_kernel_once(SimdLevel level, std::int32_t m, Values kind, std::mt1993
         std::uint64_t sum = 0;
         for (std::int32_t l = 0; l < m; ++l)
           sum += std::uint64_t{a[static_cast<std::size_t>(r * m + l)]} * b[static_cast<std::size_t>(f * mm + l * m + c)];
-        exact[static_cast<std::size_t>(s * mm + r * m + c)] += sum;
+        exact[static_cast<std::size_t>(s * acc_stride + r * m + c)] += sum;
       }
   }
 
   std::vector<std::uint64_t> scratch(static_cast<std::size_t>(mm));
   const kernels::cpu::BlockRowKernel kernel = kernels::cpu::block_row_kernel(level, m);
-  kernel({acc.data(), m, a.data(), b.data(), b_col.data(), count, slot.data(), scratch.data()});
+  kernel({acc.data(), acc_stride, m, a.data(), b.data(), b_col.data(), count, slot.data(), scratch.data()});
   for (std::size_t q = 0; q < acc.size(); ++q) {
     const std::uint32_t expected = exact[q] > kMax ? kMax : static_cast<std::uint32_t>(exact[q]);
     ASSERT_EQ(acc[q], expected) << "m=" << m << " value kind " << static_cast<int>(kind) << " index " << q;
@@ -112,14 +116,14 @@ TEST_P(EveryLevel, KernelSaturatesExactlyAtTheBoundary) {
 
   std::vector<std::uint32_t> acc(8, 0);
   const std::int32_t first_only[] = {0};
-  kernel({acc.data(), 2, a.data(), b.data(), first_only, 1, slot.data(), scratch.data()});
+  kernel({acc.data(), 4, 2, a.data(), b.data(), first_only, 1, slot.data(), scratch.data()});
   EXPECT_EQ(acc[0], kMax);
   EXPECT_EQ(acc[2], kMax - 2);
   EXPECT_EQ(acc[1], 0u);
   // The second block (a(r,1) * 1 into tile 0 again) saturates row 1 from 2^32 - 3 + 65534.
   const std::int32_t both_on_tile0[] = {0, 0};
   std::vector<std::uint32_t> acc2(8, 0);
-  kernel({acc2.data(), 2, a.data(), b.data(), both_on_tile0, 2, slot.data(), scratch.data()});
+  kernel({acc2.data(), 4, 2, a.data(), b.data(), both_on_tile0, 2, slot.data(), scratch.data()});
   EXPECT_EQ(acc2[0], kMax);
   EXPECT_EQ(acc2[2], kMax);
   // And starting one below the boundary: kMax - 1 - (65535 * 65535) + 65535 * 65535 = kMax - 1.
@@ -128,7 +132,7 @@ TEST_P(EveryLevel, KernelSaturatesExactlyAtTheBoundary) {
   std::vector<std::uint32_t> acc1 = {kMax - 1 - 65535u * 65535u};
   std::vector<std::uint64_t> scratch1(1);
   const std::int32_t col0[] = {0};
-  kernels::cpu::block_row_kernel(GetParam(), 1)({acc1.data(), 1, one.data(), one.data(), col0, 1, slot1.data(), scratch1.data()});
+  kernels::cpu::block_row_kernel(GetParam(), 1)({acc1.data(), 1, 1, one.data(), one.data(), col0, 1, slot1.data(), scratch1.data()});
   EXPECT_EQ(acc1[0], kMax - 1);
 }
 

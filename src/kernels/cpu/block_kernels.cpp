@@ -18,9 +18,9 @@ void portable_block_row(const BlockRowTask& task) {
     const std::int32_t s = task.slot[task.b_col[f]];
     if (s < 0) continue;  // no output tile here (the masks of this pair are disjoint)
     if constexpr (M > 0)
-      block_mac_fixed<M>(task.acc + s * mm, task.a, b);
+      block_mac_fixed<M>(task.acc + s * task.acc_stride, task.a, b);
     else
-      block_mac_any(task.acc + s * mm, task.a, b, m);
+      block_mac_any(task.acc + s * task.acc_stride, task.a, b, m);
   }
 }
 

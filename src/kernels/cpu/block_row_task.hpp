@@ -7,12 +7,14 @@
 
 namespace blockmm::kernels::cpu {
 
-// For f in [0, count): if slot[b_col[f]] >= 0, acc[slot * m*m ..] = saturate(acc + A x B_f),
-// where B_f is the m x m block at b_values + f*m*m (row-major, like A). acc holds uint32
-// values already saturated (exact: every term is non-negative). a_scratch has room for m*m
-// uint64 values (the kernels widen A once there and reuse it for every B block).
+// For f in [0, count): if s = slot[b_col[f]] >= 0, C_s = saturate(C_s + A x B_f), where C_s is
+// the m x m uint32 accumulator at acc + s * acc_stride and B_f the block at b_values + f*m*m
+// (all row-major). The accumulators hold values already saturated (exact: every term is
+// non-negative); acc_stride >= m*m lets them live in place in the output records. a_scratch
+// has room for m*m uint64 values (the kernels widen A once there, for every B block).
 struct BlockRowTask {
   std::uint32_t* acc;
+  std::int64_t acc_stride;
   std::int32_t m;
   const std::uint16_t* a;
   const std::uint16_t* b_values;

@@ -1,9 +1,10 @@
-// Gustavson numeric phase: each output row scatters A(i,k) x B(k,j) into the accumulator
-// slot of tile (i,j), found through a per-thread column -> slot map; the block products run
-// in the SIMD block kernels of block_kernels.hpp (one call an A block, over its whole B row).
-// Tiles are processed in chunks of at most --chunk-size output bytes; chunk c is computed
-// while chunk c-1 is written. A row longer than a thread's share of the chunk is split into
-// column ranges (pieces), so the accumulators of all threads together also stay within it.
+// Gustavson numeric phase: each output row scatters A(i,k) x B(k,j) into the accumulator of
+// tile (i,j), found through a per-thread column -> slot map; the block products run in the
+// SIMD block kernels of block_kernels.hpp (one call an A block, over its whole B row). The
+// accumulators are the value fields of the tiles' output records themselves, so the phase
+// holds no memory beyond the chunk buffers: tiles are processed in chunks of at most
+// --chunk-size output bytes, and chunk c is computed while chunk c-1 is written. Rows longer
+// than a thread's share of a chunk are split into column ranges (pieces) that run in parallel.
 #include <omp.h>
 
 #include <algorithm>
@@ -27,8 +28,7 @@ double seconds_since(Clock::time_point start) {
 }
 
 struct RowScratch {
-  std::vector<std::int32_t> slot;  // block-column -> accumulator slot of the current piece, or -1
-  std::vector<std::uint32_t> acc;
+  std::vector<std::int32_t> slot;  // block-column -> tile of the current piece (0, 1, ...), or -1
   std::vector<std::uint64_t> a_wide;  // the kernels' widened copy of the current A block
 };
 
@@ -49,11 +49,18 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
   const std::int64_t first = piece.tile_begin;
   const std::int64_t tiles = piece.tile_end - first;
   const std::int32_t r = piece.r;
+  const std::int32_t i = pattern.row_begin + r;
+  const std::int64_t stride = record_bytes<std::uint32_t>(m);
 
-  if (static_cast<std::int64_t>(scratch.acc.size()) < tiles * mm) scratch.acc.resize(tiles * mm);
-  std::uint32_t* acc = scratch.acc.data();
-  std::fill(acc, acc + tiles * mm, 0u);
-  for (std::int64_t t = 0; t < tiles; ++t) scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
+  // The records: headers set, values zeroed; the kernels accumulate into the values in place
+  // (4-byte aligned: the buffer is, and a record is 8 + 4 m^2 bytes).
+  std::memset(out, 0, static_cast<std::size_t>(tiles * stride));
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    set_record_index(out + t * stride, i, pattern.col[first + t]);
+    scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
+  }
+  std::uint32_t* acc = reinterpret_cast<std::uint32_t*>(out + 8);
+  const std::int64_t acc_stride = stride / 4;
   // A piece narrower than its row reads only the part of each B row inside its columns.
   const bool whole_row = first == pattern.row_ptr[r] && piece.tile_end == pattern.row_ptr[r + 1];
   const std::int32_t j_first = pattern.col[first];
@@ -70,21 +77,15 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
       f1 = std::upper_bound(cols + f0, cols + f1, j_last) - cols;
     }
     if (f0 >= f1) continue;
-    kernel(cpu::BlockRowTask{acc, m, a.block_values(e), b.block_values(f0), b.col.data() + f0, f1 - f0,
-                             scratch.slot.data(), scratch.a_wide.data()});
+    kernel(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0), b.col.data() + f0,
+                             f1 - f0, scratch.slot.data(), scratch.a_wide.data()});
   }
 
-  const std::int64_t stride = record_bytes<std::uint32_t>(m);
-  const std::int32_t i = pattern.row_begin + r;
   bool lost_tile = false;
   for (std::int64_t t = 0; t < tiles; ++t) {
-    const std::int32_t j = pattern.col[first + t];
-    std::byte* rec = out + t * stride;
-    set_record_index(rec, i, j);
-    const std::uint32_t* c = acc + t * mm;
-    std::memcpy(rec + 8, c, static_cast<std::size_t>(mm) * 4);
+    const std::uint32_t* c = acc + t * acc_stride;
     lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
-    scratch.slot[j] = -1;
+    scratch.slot[pattern.col[first + t]] = -1;
   }
   if (lost_tile)
     throw Error(ExitCode::other, "internal error: cpu numeric phase produced an all-zero tile the symbolic phase kept");
@@ -113,7 +114,7 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   const std::int64_t stride = record_bytes<std::uint32_t>(m);
   const std::int64_t chunk_tiles = std::max<std::int64_t>(1, options.chunk_bytes / stride);
   const int threads = omp_get_max_threads();
-  // Each thread's accumulator holds at most one piece: all of them together fit in a chunk.
+  // A row with more tiles than a thread's share of the chunk is split between threads.
   const std::int64_t piece_tiles = std::max<std::int64_t>(1, chunk_tiles / threads);
   const cpu::BlockRowKernel kernel = cpu::block_row_kernel(level, m);
   const std::int64_t total = pattern.tiles();

@@ -65,7 +65,7 @@ void block_row(const BlockRowTask& task) {
   for (std::int64_t f = 0; f < task.count; ++f, b += mm) {
     const std::int32_t s = task.slot[task.b_col[f]];
     if (s < 0) continue;  // no output tile here (the masks of this pair are disjoint)
-    block_product<V, M>(task.acc + s * mm, task.a_scratch, b, m);
+    block_product<V, M>(task.acc + s * task.acc_stride, task.a_scratch, b, m);
   }
 }
 
