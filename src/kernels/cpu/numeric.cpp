@@ -145,7 +145,8 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
 #pragma omp parallel if (count >= 256 && piece_count > 1)
     {
       RowScratch& mine = scratch[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 4)
+// One piece at a time: a piece is a row or a large part of one, and a small chunk has few.
+#pragma omp for schedule(dynamic, 1)
       for (std::int64_t q = 0; q < piece_count; ++q) {
         try {
           const RowPiece& piece = pieces[static_cast<std::size_t>(q)];
