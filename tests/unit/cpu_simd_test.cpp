@@ -6,6 +6,7 @@
 // into pieces) against the reference backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -206,6 +207,45 @@ TEST_P(EveryLevel, NumericPhaseSaturatesOverManyK) {
       for (std::int64_t v = 0; v < out.shape.block_values(); ++v) ASSERT_EQ(out.values(q)[v], kMax);
     EXPECT_TRUE(out.bytes == numeric(a, a, true, GetParam(), std::int64_t{1} << 20).bytes);
   }
+}
+
+// Issue 17: the phase's output buffers (and, since the kernels accumulate in place, all its
+// accumulators) stay within --chunk-size even when one row has far more tiles than that.
+TEST(CpuNumeric, EveryWriteStaysWithinTheChunkSizeEvenForLongRows) {
+  RandomSpec spec;
+  spec.m = 3;
+  spec.n = 3 * 40;  // 40 tiles in every row of the product
+  spec.density = 1.0;
+  spec.max_value = 65535;
+  std::mt19937_64 rng(17);
+  const InputRecords a = random_blocks(spec, rng);
+  const InputRecords b = random_blocks(spec, rng);
+  const std::int32_t p = a.shape.block_rows();
+  auto dup = [](std::int32_t, std::int32_t) { return std::string("duplicate block"); };
+  const BlockMatrix am = partition::build_block_matrix(a, 0, p, partition::OperandRole::left, dup);
+  const BlockMatrix bm = partition::build_block_matrix(b, 0, p, partition::OperandRole::right, dup);
+  const kernels::Operands ops{am, bm};
+  const TilePattern pattern = kernels::cpu_symbolic(ops);
+  const std::int64_t stride = record_bytes<std::uint32_t>(3);
+
+  class SizeSink final : public RecordSink {
+   public:
+    std::int64_t largest = 0, tiles = 0;
+    void write(std::int64_t first_tile, std::int64_t count, const std::byte*) override {
+      EXPECT_EQ(first_tile, tiles);
+      tiles += count;
+      largest = std::max(largest, count);
+    }
+  } sink;
+  kernels::NumericOptions options;
+  options.chunk_bytes = 7 * stride;  // 7 tiles: every row is cut into pieces
+  const kernels::NumericReport report = kernels::cpu_numeric(ops, pattern, sink, options);
+  EXPECT_EQ(sink.tiles, pattern.tiles());
+  EXPECT_LE(sink.largest, 7);
+  EXPECT_EQ(report.chunks, (pattern.tiles() + 6) / 7);
+  // And the bytes are those of the reference backend.
+  EXPECT_TRUE(numeric(a, b, false, kernels::cpu::best_simd_level(), 7 * stride).bytes ==
+              numeric(a, b, true, SimdLevel::portable, 7 * stride).bytes);
 }
 
 TEST(SimdLevels, BestLevelIsAvailableAndPortableAlwaysIs) {
