@@ -12,27 +12,30 @@ PNG plots, and replaces this machine's section of bench/RESULTS.md.
 Exit status: 0 all good; 1 an output differed (from the first output of its case, or from the
 scipy anchor); 3 a blockmm run failed or timed out; 2 usage error or nothing to run.
 Standard library only; matplotlib (Agg) for the plots, skipped with a warning when missing.
+The process runner and the cases live in the blockmm_bench package beside this file; the
+measurements, the report and the plots are still here.
 """
 import argparse
 import csv
 import datetime
 import json
-import math
 import os
 import platform
 import re
 import shlex
 import shutil
-import signal
 import statistics
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
+sys.path.insert(0, BENCH)  # the blockmm_bench package beside this file
+from blockmm_bench.cases import Case, load_cases, select_cases  # noqa: E402
+from blockmm_bench.runner import Progress, run_cmd, quiet, rm  # noqa: E402
+
 PHASES = ["read", "exchange", "build", "setup", "symbolic", "numeric", "numeric_compute", "write", "commit", "total"]
 # These add up to "total" (numeric_compute and write are parts of numeric).
 STACKED = ["read", "exchange", "build", "setup", "symbolic", "numeric", "commit"]
@@ -51,184 +54,7 @@ RUN_COLUMNS = (["case", "backend", "ranks", "repeat", "rc", "identical", "wall_s
 
 
 # ---------------------------------------------------------------------------------------------
-# Progress, subprocesses
-
-
-class Progress:
-    def __init__(self, log_path=None):
-        self.t0 = time.perf_counter()
-        self.log = open(log_path, "a", buffering=1) if log_path else None
-
-    def elapsed(self):
-        return time.perf_counter() - self.t0
-
-    def __call__(self, message):
-        line = "[%7.1fs] %s" % (self.elapsed(), message)
-        print(line, file=sys.stderr, flush=True)
-        if self.log:
-            self.log.write(line + "\n")
-
-    def loud(self, message):
-        bar = "!" * 78
-        for line in (bar, "!! " + message, bar):
-            self(line)
-
-
-class Result:
-    def __init__(self, rc, wall, rss_kb, timed_out, stdout, stderr):
-        self.rc, self.wall, self.rss_kb, self.timed_out = rc, wall, rss_kb, timed_out
-        self.stdout, self.stderr = stdout, stderr
-
-    def tail(self, lines=6):
-        text = [l.strip() for l in (self.stderr.strip() or self.stdout.strip()).splitlines()]
-        text = [l for l in text if l.strip("-= ")]  # mpirun's rules
-        return " | ".join(text[-lines:])
-
-
-def run_cmd(cmd, timeout=None, env=None, scratch=None, cwd=None):
-    """Runs cmd in its own process group; returns its exit code, wall time, peak RSS (of the
-    largest process of the tree, from wait4, as /usr/bin/time's %M) and its output."""
-    scratch = scratch or "/tmp"
-    out_path = os.path.join(scratch, ".bench-run.%d.stdout" % os.getpid())
-    err_path = os.path.join(scratch, ".bench-run.%d.stderr" % os.getpid())
-    timed_out = [False]
-    with open(out_path, "wb") as so, open(err_path, "wb") as se:
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.Popen(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-                                    start_new_session=True)
-        except OSError as e:
-            return Result(127, 0.0, 0, False, "", str(e))
-
-        def kill():
-            timed_out[0] = True
-            for sig, pause in ((signal.SIGTERM, 5), (signal.SIGKILL, 0)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except OSError:
-                    return
-                time.sleep(pause)
-
-        timer = threading.Timer(timeout, kill) if timeout else None
-        if timer:
-            timer.daemon = True
-            timer.start()
-        try:
-            while True:
-                try:
-                    _, status, usage = os.wait4(proc.pid, 0)
-                    break
-                except InterruptedError:
-                    continue
-        except KeyboardInterrupt:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            raise
-        wall = time.perf_counter() - t0
-        if timer:
-            timer.cancel()
-    rc = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else (status >> 8)
-    proc.returncode = rc
-    if timed_out[0]:
-        rc = 124
-    with open(out_path, "rb") as f:
-        stdout = f.read(1 << 20).decode(errors="replace")
-    with open(err_path, "rb") as f:
-        stderr = f.read(1 << 20).decode(errors="replace")
-    for p in (out_path, err_path):
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
-    return Result(rc, wall, usage.ru_maxrss, timed_out[0], stdout, stderr)
-
-
-def quiet(cmd, timeout=30):
-    try:
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, cwd=ROOT)
-        return r.returncode, r.stdout.decode(errors="replace").strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        return 127, str(e)
-
-
-def rm(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-# ---------------------------------------------------------------------------------------------
-# Cases
-
-
-class Case:
-    def __init__(self, name, n, m, k, group, shape="gen"):
-        self.name, self.n, self.m, self.k, self.group, self.shape = name, n, m, k, group, shape
-        self.p = n // m
-        self.k_b = self.p if shape == "col0" else k
-
-    @property
-    def small(self):
-        return self.name.startswith("S")
-
-    def density(self):
-        return self.k / float(self.p) ** 2
-
-    def estimate(self):
-        """(block products, output bytes) expected for uniform random inputs."""
-        p, m = float(self.p), self.m
-        products = self.k * self.k_b / p
-        if self.shape == "col0":
-            c_blocks = p * (1 - math.exp(-self.k / p))
-        else:
-            c_blocks = p * p * (1 - math.exp(-products / (p * p)))
-        return products, 12 + c_blocks * (8 + 4 * m * m)
-
-    def estimated_macs(self):
-        return self.estimate()[0] * self.m ** 3
-
-
-def load_cases():
-    script = ('source bench/cases.sh; for v in BLOCKMM_CASES BLOCKMM_SMALL_CASES BLOCKMM_SPECIAL_CASES '
-              'BLOCKMM_SMALL_SPECIAL_CASES; do echo "@$v"; printf "%s\\n" "${!v-}"; done')
-    out = subprocess.run(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout.decode()
-    sets = {"full": [], "small": []}
-    var = None
-    for line in out.splitlines():
-        if line.startswith("@"):
-            var = line[1:]
-            continue
-        f = line.split()
-        if not f or f[0].startswith("#"):
-            continue
-        group = "small" if "SMALL" in var else "full"
-        shape = f[4] if "SPECIAL" in var and len(f) > 4 else "gen"
-        sets[group].append(Case(f[0], int(f[1]), int(f[2]), int(f[3]), group, shape))
-    return sets
-
-
-def select_cases(spec, sets):
-    by_name = {}
-    for group in ("small", "full"):
-        for c in sets[group]:
-            by_name.setdefault(c.name, c)
-    chosen = []
-    for token in [t.strip() for t in spec.split(",") if t.strip()]:
-        if token in sets:
-            chosen += sets[token]
-        elif token in by_name:
-            chosen.append(by_name[token])
-        else:
-            raise SystemExit("bench/run: unknown case %r (known: small, full, %s)" % (token, ", ".join(by_name)))
-    seen, unique = set(), []
-    for c in chosen:
-        if c.name not in seen:
-            seen.add(c.name)
-            unique.append(c)
-    return unique
+# Inputs
 
 
 def splitmix64(seed):
