@@ -12,223 +12,36 @@ PNG plots, and replaces this machine's section of bench/RESULTS.md.
 Exit status: 0 all good; 1 an output differed (from the first output of its case, or from the
 scipy anchor); 3 a blockmm run failed or timed out; 2 usage error or nothing to run.
 Standard library only; matplotlib (Agg) for the plots, skipped with a warning when missing.
+Parts in the blockmm_bench package beside this file: runner (subprocesses), cases, records (CSV
+columns and their helpers), plots, report (the RESULTS.md section); the runs, measurements and
+anchors (class Bench) and the command line are still here.
 """
 import argparse
-import csv
 import datetime
 import json
-import math
 import os
 import platform
 import re
 import shlex
 import shutil
-import signal
 import statistics
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
-PHASES = ["read", "exchange", "build", "setup", "symbolic", "numeric", "numeric_compute", "write", "commit", "total"]
-# These add up to "total" (numeric_compute and write are parts of numeric).
-STACKED = ["read", "exchange", "build", "setup", "symbolic", "numeric", "commit"]
-
-COLUMNS = (
-    ["case", "n", "m", "k_a", "k_b", "density", "backend", "ranks", "threads_per_rank", "device", "status",
-     "repeats", "identical"]
-    + [p + "_s" for p in PHASES]
-    + ["wall_s", "wall_min_s", "wall_max_s", "launch_s", "rss_mb", "imbalance", "block_products", "useful_macs",
-       "c_blocks", "output_bytes", "gmacs_numeric", "gmacs_compute", "gmacs_e2e",
-       "floor_read_s", "floor_write_s", "floor_s", "wall_over_floor", "total_over_floor",
-       "scipy_s", "scipy_multiply_s", "scipy_wall_s", "scipy_check", "cusparse_status", "cusparse_spgemm_s",
-       "cusparse_wall_s", "machine", "commit", "date"])
-RUN_COLUMNS = (["case", "backend", "ranks", "repeat", "rc", "identical", "wall_s", "rss_mb"]
-               + [p + "_s" for p in PHASES] + ["useful_macs", "output_bytes"])
-
+sys.path.insert(0, BENCH)  # the blockmm_bench package beside this file
+from blockmm_bench.cases import Case, load_cases, select_cases  # noqa: E402
+from blockmm_bench.runner import Progress, run_cmd, quiet, rm  # noqa: E402
+from blockmm_bench.records import (COLUMNS, PHASES, RUN_COLUMNS, case_order, fmt, label, median, num,  # noqa: E402
+                                   read_csv, sig, write_csv)
+from blockmm_bench.plots import make_plots  # noqa: E402
+from blockmm_bench.report import section_text, update_page  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
-# Progress, subprocesses
-
-
-class Progress:
-    def __init__(self, log_path=None):
-        self.t0 = time.perf_counter()
-        self.log = open(log_path, "a", buffering=1) if log_path else None
-
-    def elapsed(self):
-        return time.perf_counter() - self.t0
-
-    def __call__(self, message):
-        line = "[%7.1fs] %s" % (self.elapsed(), message)
-        print(line, file=sys.stderr, flush=True)
-        if self.log:
-            self.log.write(line + "\n")
-
-    def loud(self, message):
-        bar = "!" * 78
-        for line in (bar, "!! " + message, bar):
-            self(line)
-
-
-class Result:
-    def __init__(self, rc, wall, rss_kb, timed_out, stdout, stderr):
-        self.rc, self.wall, self.rss_kb, self.timed_out = rc, wall, rss_kb, timed_out
-        self.stdout, self.stderr = stdout, stderr
-
-    def tail(self, lines=6):
-        text = [l.strip() for l in (self.stderr.strip() or self.stdout.strip()).splitlines()]
-        text = [l for l in text if l.strip("-= ")]  # mpirun's rules
-        return " | ".join(text[-lines:])
-
-
-def run_cmd(cmd, timeout=None, env=None, scratch=None, cwd=None):
-    """Runs cmd in its own process group; returns its exit code, wall time, peak RSS (of the
-    largest process of the tree, from wait4, as /usr/bin/time's %M) and its output."""
-    scratch = scratch or "/tmp"
-    out_path = os.path.join(scratch, ".bench-run.%d.stdout" % os.getpid())
-    err_path = os.path.join(scratch, ".bench-run.%d.stderr" % os.getpid())
-    timed_out = [False]
-    with open(out_path, "wb") as so, open(err_path, "wb") as se:
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.Popen(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
-                                    start_new_session=True)
-        except OSError as e:
-            return Result(127, 0.0, 0, False, "", str(e))
-
-        def kill():
-            timed_out[0] = True
-            for sig, pause in ((signal.SIGTERM, 5), (signal.SIGKILL, 0)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except OSError:
-                    return
-                time.sleep(pause)
-
-        timer = threading.Timer(timeout, kill) if timeout else None
-        if timer:
-            timer.daemon = True
-            timer.start()
-        try:
-            while True:
-                try:
-                    _, status, usage = os.wait4(proc.pid, 0)
-                    break
-                except InterruptedError:
-                    continue
-        except KeyboardInterrupt:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            raise
-        wall = time.perf_counter() - t0
-        if timer:
-            timer.cancel()
-    rc = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else (status >> 8)
-    proc.returncode = rc
-    if timed_out[0]:
-        rc = 124
-    with open(out_path, "rb") as f:
-        stdout = f.read(1 << 20).decode(errors="replace")
-    with open(err_path, "rb") as f:
-        stderr = f.read(1 << 20).decode(errors="replace")
-    for p in (out_path, err_path):
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
-    return Result(rc, wall, usage.ru_maxrss, timed_out[0], stdout, stderr)
-
-
-def quiet(cmd, timeout=30):
-    try:
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, cwd=ROOT)
-        return r.returncode, r.stdout.decode(errors="replace").strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        return 127, str(e)
-
-
-def rm(path):
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-# ---------------------------------------------------------------------------------------------
-# Cases
-
-
-class Case:
-    def __init__(self, name, n, m, k, group, shape="gen"):
-        self.name, self.n, self.m, self.k, self.group, self.shape = name, n, m, k, group, shape
-        self.p = n // m
-        self.k_b = self.p if shape == "col0" else k
-
-    @property
-    def small(self):
-        return self.name.startswith("S")
-
-    def density(self):
-        return self.k / float(self.p) ** 2
-
-    def estimate(self):
-        """(block products, output bytes) expected for uniform random inputs."""
-        p, m = float(self.p), self.m
-        products = self.k * self.k_b / p
-        if self.shape == "col0":
-            c_blocks = p * (1 - math.exp(-self.k / p))
-        else:
-            c_blocks = p * p * (1 - math.exp(-products / (p * p)))
-        return products, 12 + c_blocks * (8 + 4 * m * m)
-
-    def estimated_macs(self):
-        return self.estimate()[0] * self.m ** 3
-
-
-def load_cases():
-    script = ('source bench/cases.sh; for v in BLOCKMM_CASES BLOCKMM_SMALL_CASES BLOCKMM_SPECIAL_CASES '
-              'BLOCKMM_SMALL_SPECIAL_CASES; do echo "@$v"; printf "%s\\n" "${!v-}"; done')
-    out = subprocess.run(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout.decode()
-    sets = {"full": [], "small": []}
-    var = None
-    for line in out.splitlines():
-        if line.startswith("@"):
-            var = line[1:]
-            continue
-        f = line.split()
-        if not f or f[0].startswith("#"):
-            continue
-        group = "small" if "SMALL" in var else "full"
-        shape = f[4] if "SPECIAL" in var and len(f) > 4 else "gen"
-        sets[group].append(Case(f[0], int(f[1]), int(f[2]), int(f[3]), group, shape))
-    return sets
-
-
-def select_cases(spec, sets):
-    by_name = {}
-    for group in ("small", "full"):
-        for c in sets[group]:
-            by_name.setdefault(c.name, c)
-    chosen = []
-    for token in [t.strip() for t in spec.split(",") if t.strip()]:
-        if token in sets:
-            chosen += sets[token]
-        elif token in by_name:
-            chosen.append(by_name[token])
-        else:
-            raise SystemExit("bench/run: unknown case %r (known: small, full, %s)" % (token, ", ".join(by_name)))
-    seen, unique = set(), []
-    for c in chosen:
-        if c.name not in seen:
-            seen.add(c.name)
-            unique.append(c)
-    return unique
+# Inputs
 
 
 def splitmix64(seed):
@@ -366,23 +179,6 @@ def default_machine_name(gpu_lines):
 # Runs
 
 
-def median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
-def fmt(v, digits=3):
-    if v is None or v == "":
-        return ""
-    if isinstance(v, float):
-        return "%.*f" % (digits, v)
-    return str(v)
-
-
-def sig(v, digits=4):
-    return "" if v is None else "%.*g" % (digits, v)
-
-
 def blockmm_cmd(build, backend, ranks, a, b, out, stats_file, mpirun):
     cmd = [os.path.join(build, "blockmm"), "--backend", backend, "--stats=json", "-q", "--stats-file", stats_file,
            a, b, out]
@@ -408,6 +204,7 @@ class Bench:
         self.mpirun = shutil.which("mpirun") or shutil.which("mpiexec")
         self.mismatches, self.failures, self.notes = [], [], []
         self.run_rows = []
+        self.dbcsr = None  # bench/dbcsr_anchor, when built
 
     # time left before the deadline (None: no deadline)
     def left(self):
@@ -670,6 +467,7 @@ class Bench:
             rm(out)
             res.update(scipy_s=fmt(median(totals), 4), scipy_multiply_s=fmt(median(mults), 4),
                        scipy_wall_s=fmt(median(walls), 4), scipy_check=check)
+        res.update(self.run_dbcsr_anchor(case, a, b, ref, macs))
         # cuSPARSE SpGEMM (kernel time, f64, element-level CSR)
         if not self.cusparse:
             res["cusparse_status"] = ""
@@ -697,307 +495,60 @@ class Bench:
                      (case.name, status, ", SpGEMM %.4fs" % spgemm if status == "ok" else "", r.wall))
         return res
 
+    def run_dbcsr_anchor(self, case, a, b, ref, macs):
+        """DBCSR (bench/dbcsr_anchor: float64 blocks of size m) on one rank with all cores as OpenMP
+        threads, like blockmm's one-rank run; OpenBLAS told the best core type it can use."""
+        args, progress, data = self.args, self.progress, self.args.data
+        if not self.dbcsr:
+            return {"dbcsr_check": "" if args.dbcsr == "off" else "not built"}
+        if macs > args.dbcsr_max_gmac * 1e9:
+            return {"dbcsr_check": "skipped (%.0f GMAC)" % (macs / 1e9)}
+        if self.past_deadline():
+            return {"dbcsr_check": "skipped (deadline)"}
+        out = os.path.join(data, case.name + ".dbcsr.C.bin")
+        rm(out)
+        env = dict(self.env, OMP_NUM_THREADS=str(os.cpu_count() or 1), OPENBLAS_NUM_THREADS="1")
+        env.setdefault("OPENBLAS_CORETYPE", openblas_best_core())
+        r = run_cmd([self.mpirun, "-np", "1", "--bind-to", "none", self.dbcsr, a, b, out],
+                    timeout=self.timeout(args.anchor_timeout), env=env, scratch=data)
+        try:
+            j = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            j = None
+        if r.rc != 0 or j is None:
+            check = "failed (%s)" % ("timeout" if r.timed_out else "exit %d" % r.rc)
+            progress("%s: DBCSR anchor %s: %s" % (case.name, check, r.tail(2)))
+            rm(out)
+            return {"dbcsr_check": check}
+        if ref is None:
+            check = "no blockmm output"
+        else:
+            rc, _ = quiet([os.path.join(args.build, "blockmm-cmp"), "-q", ref, out], timeout=600)
+            check = "equal" if rc == 0 else "DIFFERENT"
+            if rc != 0:
+                msg = "%s: blockmm's output DIFFERS from the DBCSR anchor's product" % case.name
+                self.mismatches.append(msg)
+                progress.loud(msg)
+        rm(out)
+        progress("%s: DBCSR anchor (OPENBLAS_CORETYPE=%s): multiply %.3fs, wall %.3fs; %s" %
+                 (case.name, env["OPENBLAS_CORETYPE"], j["multiply"], r.wall, check))
+        return {"dbcsr_multiply_s": fmt(j["multiply"], 4), "dbcsr_wall_s": fmt(r.wall, 3), "dbcsr_check": check}
+
+
+def openblas_best_core():
+    """OpenBLAS's own detection may name an older core in a VM (it saw this AVX-512 machine as
+    Prescott); name the best kernel set the CPU flags allow."""
+    try:
+        flags = set(open("/proc/cpuinfo").read().split())
+    except OSError:
+        flags = set()
+    if {"avx512f", "avx512bw", "avx512vl"} <= flags:
+        return "SkylakeX"
+    return "Haswell" if "avx2" in flags else "Prescott"
+
 
 # ---------------------------------------------------------------------------------------------
 # Results: CSV, plots, RESULTS.md
-
-
-def read_csv(path):
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def write_csv(path, rows, columns):
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: r.get(c, "") for c in columns})
-    os.replace(tmp, path)
-
-
-def num(row, key):
-    try:
-        v = row.get(key, "")
-        return float(v) if v not in ("", None) else None
-    except ValueError:
-        return None
-
-
-def label(row):
-    return "%s x%s" % (row["backend"], row["ranks"])
-
-
-def case_order(rows):
-    order = []
-    for r in rows:
-        if r["case"] not in order:
-            order.append(r["case"])
-    return order
-
-
-BACKEND_COLORS = {"cpu": "#1f77b4", "cuda": "#2ca02c", "auto": "#9467bd", "reference": "#8c564b"}
-PHASE_COLORS = {"read": "#4c72b0", "exchange": "#8172b2", "build": "#dd8452", "setup": "#937860",
-                "symbolic": "#da8bc3", "numeric": "#55a868", "commit": "#c44e52", "launch": "#bbbbbb"}
-
-
-def make_plots(rows, outdir, machine, progress):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        progress("matplotlib missing: no plots")
-        return []
-    ok = [r for r in rows if num(r, "wall_s") is not None]
-    made = []
-    if not ok:
-        return made
-    cases = case_order(ok)
-    dpi = 80
-
-    def save(fig, name):
-        path = os.path.join(outdir, name)
-        fig.savefig(path, dpi=dpi)
-        plt.close(fig)
-        made.append(name)
-
-    # 1. phase breakdown per case (stacked bars, one panel per case, own scale)
-    ncol = min(4, len(cases))
-    nrow = (len(cases) + ncol - 1) // ncol
-    fig, axes = plt.subplots(nrow, ncol, figsize=(max(8.0, 3.2 * ncol + 0.5), 2.9 * nrow + 1.1), squeeze=False)
-    for ax, case in zip(axes.flat, cases):
-        rs = [r for r in ok if r["case"] == case]
-        xs = range(len(rs))
-        bottom = [0.0] * len(rs)
-        for p in STACKED + ["launch"]:
-            vals = [num(r, p + "_s") or 0.0 for r in rs]
-            ax.bar(xs, vals, bottom=bottom, color=PHASE_COLORS[p], width=0.7, label=p)
-            bottom = [x + y for x, y in zip(bottom, vals)]
-        fl = num(rs[0], "floor_s")
-        if fl:
-            ax.axhline(fl, color="black", lw=1, ls="--", label="I/O floor")
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels([label(r) for r in rs], fontsize=8)
-        ax.set_title("%s (out %.0f MB)" % (case, (num(rs[0], "output_bytes") or 0) / 1e6), fontsize=9)
-        ax.tick_params(axis="y", labelsize=8)
-        ax.set_ylabel("seconds", fontsize=8)
-    for ax in list(axes.flat)[len(cases):]:
-        ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    uniq = dict(zip(labels, handles))
-    fig.legend(uniq.values(), [l if l != "launch" else "launch/other (wall - total)" for l in uniq],
-               loc="lower center", ncol=min(5, len(uniq)), fontsize=8, frameon=False)
-    fig.suptitle("%s: phase medians (slowest rank), stacked; dashed: I/O floor" % machine, fontsize=10)
-    fig.tight_layout(rect=(0, 0.6 / (2.9 * nrow + 1.1), 1, 1 - 0.35 / (2.9 * nrow + 1.1)))
-    save(fig, "phases.png")
-
-    # 2. end-to-end wall time against the I/O floor (log scale)
-    configs = []
-    for r in ok:
-        if label(r) not in configs:
-            configs.append(label(r))
-    width = 0.8 / max(1, len(configs))
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(cases) + 2), 4.2))
-    for ci, cfg in enumerate(configs):
-        xs, ys = [], []
-        for xi, case in enumerate(cases):
-            r = next((r for r in ok if r["case"] == case and label(r) == cfg), None)
-            if r:
-                xs.append(xi - 0.4 + width * (ci + 0.5))
-                ys.append(num(r, "wall_s"))
-        backend = cfg.split()[0]
-        alpha = 1.0 if cfg.endswith("x1") else 0.6
-        ax.bar(xs, ys, width=width * 0.95, color=BACKEND_COLORS.get(backend, "#7f7f7f"), alpha=alpha, label=cfg,
-               edgecolor="black", lw=0.3)
-    for xi, case in enumerate(cases):
-        r0 = next(r for r in ok if r["case"] == case)
-        fl = num(r0, "floor_s")
-        if fl:
-            ax.hlines(fl, xi - 0.45, xi + 0.45, colors="black", lw=2, label="I/O floor" if xi == 0 else None)
-            ax.hlines(1.25 * fl, xi - 0.45, xi + 0.45, colors="black", lw=1, linestyles=":",
-                      label="1.25 x floor" if xi == 0 else None)
-        sc = num(r0, "scipy_s")
-        if sc:
-            ax.plot([xi + 0.42], [sc], marker="*", color="#ff7f0e", ms=9, ls="none",
-                    label="scipy BSR (1 core)" if not any(l == "scipy BSR (1 core)"
-                                                            for l in ax.get_legend_handles_labels()[1]) else None)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels(cases)
-    ax.set_ylabel("end-to-end wall seconds (median)")
-    ax.set_title("%s: end-to-end wall time against the I/O floor\n(floor: read inputs from the page cache + write "
-                 "and fsync the output's bytes)" % machine, fontsize=9)
-    ax.legend(fontsize=8, ncol=2)
-    ax.grid(axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
-    save(fig, "floor.png")
-
-    # 3. useful GMAC/s against density
-    fig, ax = plt.subplots(figsize=(7, 4.6))
-    markers = {1: "o", 2: "s", 3: "^", 4: "D"}
-    for cfg in configs:
-        rs = [r for r in ok if label(r) == cfg and num(r, "gmacs_numeric")]
-        if not rs:
-            continue
-        backend, ranks = rs[0]["backend"], int(rs[0]["ranks"])
-        color = BACKEND_COLORS.get(backend, "#7f7f7f")
-        mk = markers.get(ranks, "v")
-        ax.scatter([num(r, "density") for r in rs], [num(r, "gmacs_numeric") for r in rs], color=color, marker=mk,
-                   label=cfg + " numeric", zorder=3)
-        ax.scatter([num(r, "density") for r in rs], [num(r, "gmacs_e2e") for r in rs], facecolors="none",
-                   edgecolors=color, marker=mk, label=cfg + " end to end", zorder=3)
-    for case in cases:
-        r = max((r for r in ok if r["case"] == case), key=lambda r: num(r, "gmacs_numeric") or 0)
-        if num(r, "gmacs_numeric"):
-            ax.annotate(case, (num(r, "density"), num(r, "gmacs_numeric")), textcoords="offset points",
-                        xytext=(5, 4), fontsize=8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("density k / (n/m)^2 (of A)")
-    ax.set_ylabel("useful GMAC/s")
-    ax.set_title("%s: useful multiply-adds per second; filled: numeric phase, hollow: end to end" % machine,
-                 fontsize=9)
-    ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    save(fig, "gmacs_density.png")
-
-    # 4. speed-up against ranks (per backend; wall solid, numeric phase dashed)
-    backends = [b for b in ("cpu", "cuda", "auto", "reference") if any(r["backend"] == b for r in ok)]
-    fig, axes = plt.subplots(1, max(1, len(backends)), figsize=(4.6 * max(1, len(backends)), 3.8), squeeze=False)
-    cmap = plt.get_cmap("tab10")
-    for ax, backend in zip(axes.flat, backends):
-        top = 1
-        for ci, case in enumerate(cases):
-            rs = sorted((r for r in ok if r["case"] == case and r["backend"] == backend), key=lambda r: int(r["ranks"]))
-            base = next((r for r in rs if r["ranks"] == "1"), None)
-            if not base or len(rs) < 2:
-                continue
-            xs = [int(r["ranks"]) for r in rs]
-            top = max(top, max(xs))
-            ax.plot(xs, [num(base, "wall_s") / num(r, "wall_s") for r in rs], marker="o", color=cmap(ci % 10),
-                    label=case)
-            if num(base, "numeric_s"):
-                ax.plot(xs, [num(base, "numeric_s") / max(1e-9, num(r, "numeric_s") or 1e-9) for r in rs], ls="--",
-                        marker=".", color=cmap(ci % 10))
-        ax.plot([1, top], [1, top], color="gray", lw=0.8, ls=":", label="ideal")
-        ax.set_xticks(sorted({int(r["ranks"]) for r in ok if r["backend"] == backend}))
-        ax.set_xlabel("ranks")
-        ax.set_ylabel("speed-up over 1 rank")
-        ax.set_title("%s: %s (solid: wall, dashed: numeric)" % (machine, backend), fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save(fig, "speedup_ranks.png")
-    for name in made:
-        size = os.path.getsize(os.path.join(outdir, name))
-        if size > 200_000:
-            progress("warning: %s is %d KB (> 200 KB)" % (name, size // 1000))
-    return made
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
-def short(v, digits=3):
-    return fmt(v, digits) if isinstance(v, float) else ("" if v is None else str(v))
-
-
-def section_text(machine, info, rows, plots, notes):
-    d = info
-    gpu = "; ".join(d.get("gpu") or []) or "none"
-    lines = ["## %s" % machine, ""]
-    lines.append("- Machine: %s, %s cores (%s usable), %s GiB memory; GPU: %s; Linux %s; %s." %
-                 (d.get("cpu"), d.get("cores"), d.get("cores_usable"), d.get("memory_gib"), gpu, d.get("kernel"),
-                  d.get("mpi")))
-    lines.append("- Run: %s, commit `%s`, %s, build `%s`; load average %s at the start, %s at the end." %
-                 (d.get("date"), d.get("commit"), d.get("blockmm"), d.get("build"), d.get("load_start", "?"),
-                  d.get("load_end", "?")))
-    lines.append("- Command: `%s`" % d.get("command", ""))
-    lines.append("- Backends: %s; data in `%s`." % (d.get("backends_note", ""), d.get("data", "")))
-    if notes:
-        lines.append("")
-        lines += ["- **%s**" % n for n in notes]
-    ok = [r for r in rows if num(r, "wall_s") is not None]
-    lines += ["", "### End to end (medians)", ""]
-    t = []
-    for r in rows:
-        t.append([r["case"], r["n"], r["m"], r["k_a"] if r["k_a"] == r["k_b"] else "%s / %s" % (r["k_a"], r["k_b"]),
-                  r["density"], label(r), r["status"], r["identical"], r["repeats"], r["wall_s"], r["total_s"],
-                  r["numeric_s"], r["gmacs_numeric"], r["gmacs_e2e"], r["rss_mb"],
-                  fmt((num(r, "output_bytes") or 0) / 1e6, 1) if r["output_bytes"] else "", r["floor_s"],
-                  r["wall_over_floor"]])
-    lines.append(md_table(["case", "n", "m", "k", "density", "backend x ranks", "status", "identical", "runs",
-                           "wall s", "total s", "numeric s", "GMAC/s numeric", "GMAC/s e2e", "peak RSS MB",
-                           "output MB", "floor s", "wall / floor"], t))
-    lines += ["", "### Phases (medians, seconds, slowest rank)", ""]
-    t = []
-    for r in ok:
-        t.append([r["case"], label(r), r["threads_per_rank"]] +
-                 [r[p + "_s"] for p in ["read", "exchange", "build", "setup", "symbolic", "numeric",
-                                        "numeric_compute", "write", "commit", "total"]] +
-                 [r["launch_s"], r["wall_s"], r["imbalance"] if r["ranks"] != "1" else ""])
-    lines.append(md_table(["case", "config", "threads/rank", "read", "exchange", "build", "setup", "symbolic",
-                           "numeric", "(compute)", "(write)", "commit", "total", "launch", "wall", "imbalance"], t))
-    lines += ["", "### I/O floor and anchors", ""]
-    t = []
-    for case in case_order(rows):
-        rs = [r for r in rows if r["case"] == case]
-        r0 = rs[0]
-        good = [r for r in rs if num(r, "wall_s") is not None]
-        best = min(good, key=lambda r: num(r, "wall_s")) if good else None
-        # End to end means whole processes: the anchor's wall time against blockmm's best wall time.
-        scipy_wall, best_wall = num(r0, "scipy_wall_s"), num(best, "wall_s") if best else None
-        speedup = "%.1f×" % (scipy_wall / best_wall) if scipy_wall and best_wall else ""
-        t.append([case, r0["floor_read_s"], r0["floor_write_s"], r0["floor_s"],
-                  "%s (%s)" % (best["wall_s"], label(best)) if best else "",
-                  best["wall_over_floor"] if best else "",
-                  r0["scipy_wall_s"], r0["scipy_s"], r0["scipy_multiply_s"], speedup, r0["scipy_check"],
-                  r0["cusparse_status"], r0["cusparse_spgemm_s"]])
-    lines.append(md_table(["case", "read inputs s", "write+fsync output s", "floor s", "best wall s",
-                           "best / floor", "scipy BSR wall s", "scipy in-script s", "scipy multiply s",
-                           "blockmm speed-up (wall)", "scipy vs blockmm", "cuSPARSE", "cuSPARSE SpGEMM s"], t))
-    if plots:
-        lines += ["", "### Plots", ""]
-        titles = {"phases.png": "Phase breakdown", "floor.png": "End to end against the I/O floor",
-                  "gmacs_density.png": "Useful GMAC/s against density", "speedup_ranks.png": "Speed-up against ranks"}
-        for p in plots:
-            lines.append("![%s](results/%s/%s)" % (titles.get(p, p), machine, p))
-            lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-PAGE_HEAD = """# blockmm benchmark results
-
-Written by `bench/run` (see `bench/README.md` for how to run it and what every column means).
-Each machine has its own section, replaced only by a run on that machine (`--machine NAME`); the
-data behind each section is in `bench/results/<machine>/` (`results.csv`, `runs.csv`,
-`machine.json`, plots). Times are medians of the repeated runs; `wall` is the whole process as
-started (mpirun included), `total` is blockmm's own clock (slowest rank). The I/O floor is reading
-both inputs from the page cache plus writing and fsyncing a file of the output's size.
-"""
-
-
-def update_page(page_path, machine, section):
-    begin, end = "<!-- BEGIN machine: %s -->" % machine, "<!-- END machine: %s -->" % machine
-    block = "%s\n%s%s" % (begin, section, end)
-    text = open(page_path).read() if os.path.exists(page_path) else PAGE_HEAD
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text)
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    tmp = page_path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, page_path)
 
 
 def report(args, progress, rows=None, info=None):
@@ -1071,6 +622,10 @@ def parse_args(argv):
     ap.add_argument("--cusparse", choices=["auto", "off"], default="auto", help="cuSPARSE anchor (default auto)")
     ap.add_argument("--cusparse-max-gmac", type=float, default=100.0,
                     help="cuSPARSE anchor only under this much work (default 100 GMAC)")
+    ap.add_argument("--dbcsr", choices=["auto", "off"], default="auto",
+                    help="DBCSR anchor, when the build has dbcsr_anchor (default auto)")
+    ap.add_argument("--dbcsr-max-gmac", type=float, default=200, help="DBCSR anchor only under this much work "
+                    "(default 200 GMAC)")
     ap.add_argument("--anchor-repeat", type=int, help="runs of the scipy anchor per case (default: as blockmm's)")
     ap.add_argument("--anchor-timeout", type=int, default=180, help="seconds per anchor run (default 180)")
     ap.add_argument("--run-timeout", type=int, default=900, help="seconds per blockmm run (default 900)")
@@ -1193,6 +748,9 @@ def main(argv):
     bench.scipy_python = find_scipy_python() if args.scipy == "auto" else None
     cus = os.path.join(build, "cusparse_anchor")
     bench.cusparse = cus if (args.cusparse == "auto" and cuda_ok and os.access(cus, os.X_OK)) else None
+    dbc = os.path.join(build, "dbcsr_anchor")
+    bench.dbcsr = dbc if (args.dbcsr == "auto" and os.access(dbc, os.X_OK)) else None
+    progress("anchors: DBCSR %s" % (bench.dbcsr or "not available (BLOCKMM_BENCH_DEPS=1 scripts/install-deps)"))
     progress("anchors: scipy %s; cuSPARSE %s" % (bench.scipy_python or "not available",
                                                  bench.cusparse or "not available (needs a GPU and a CUDA build)"))
 

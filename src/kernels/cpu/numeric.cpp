@@ -1,6 +1,10 @@
-// Gustavson numeric phase: each output row scatters A(i,k) x B(k,j) into the accumulator
-// slot of tile (i,j), found through a per-thread column -> slot map. Rows are processed in
-// chunks of bounded output size; chunk c is computed while chunk c-1 is written.
+// Gustavson numeric phase: each output row scatters A(i,k) x B(k,j) into the accumulator of
+// tile (i,j), found through a per-thread column -> slot map; the block products run in the
+// SIMD block kernels of block_kernels.hpp (one call an A block, over its whole B row). The
+// accumulators are the value fields of the tiles' output records themselves, so the phase
+// holds no memory beyond the chunk buffers: tiles are processed in chunks of at most
+// --chunk-size output bytes, and chunk c is computed while chunk c-1 is written. Rows longer
+// than a thread's share of a chunk are split into column ranges (pieces) that run in parallel.
 #include <omp.h>
 
 #include <algorithm>
@@ -10,8 +14,9 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/cpu/block_mac.hpp"
+#include "kernels/cpu/block_kernels.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/numeric_level.hpp"
 
 namespace blockmm::kernels {
 namespace {
@@ -23,120 +28,112 @@ double seconds_since(Clock::time_point start) {
 }
 
 struct RowScratch {
-  std::vector<std::int32_t> slot;  // block-column -> accumulator slot of the current row, or -1
-  std::vector<std::uint32_t> acc;
+  std::vector<std::int32_t> slot;  // block-column -> tile of the current piece (0, 1, ...), or -1
+  std::vector<std::uint64_t> a_wide;  // the kernels' widened copy of the current A block
 };
 
-// Computes the tiles of panel row r into their records at `out` (the record of the row's
-// first tile). M is the block size, or 0 for a size known only at run time. Always inlined
-// into the per-ISA clones below, so that each clone vectorises it for its own instruction set.
-template <int M>
-__attribute__((always_inline)) inline void multiply_row(const Operands& ops, const TilePattern& pattern, std::int32_t r, RowScratch& scratch,
-                  std::byte* out) {
+// Tiles [tile_begin, tile_end) of the pattern, all in local block-row r.
+struct RowPiece {
+  std::int32_t r;
+  std::int64_t tile_begin;
+  std::int64_t tile_end;
+};
+
+// Computes the piece's tiles into their records at `out` (the record of the piece's first tile).
+void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPiece& piece,
+                    cpu::BlockRowKernel kernel, RowScratch& scratch, std::byte* out) {
   const BlockMatrix& a = ops.a;
   const BlockMatrix& b = ops.b;
-  const std::int32_t m = M > 0 ? M : a.shape.m;
+  const std::int32_t m = a.shape.m;
   const std::int64_t mm = std::int64_t{m} * m;
-  const std::int64_t first = pattern.row_ptr[r];
-  const std::int64_t tiles = pattern.row_ptr[r + 1] - first;
-  if (tiles == 0) return;
+  const std::int64_t first = piece.tile_begin;
+  const std::int64_t tiles = piece.tile_end - first;
+  const std::int32_t r = piece.r;
+  const std::int32_t i = pattern.row_begin + r;
+  const std::int64_t stride = record_bytes<std::uint32_t>(m);
 
-  if (static_cast<std::int64_t>(scratch.acc.size()) < tiles * mm) scratch.acc.resize(tiles * mm);
-  std::uint32_t* acc = scratch.acc.data();
-  std::fill(acc, acc + tiles * mm, 0u);
-  for (std::int64_t t = 0; t < tiles; ++t) scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
+  // The records: headers set, values zeroed; the kernels accumulate into the values in place
+  // (4-byte aligned: the buffer is, and a record is 8 + 4 m^2 bytes).
+  std::memset(out, 0, static_cast<std::size_t>(tiles * stride));
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    set_record_index(out + t * stride, i, pattern.col[first + t]);
+    scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
+  }
+  std::uint32_t* acc = reinterpret_cast<std::uint32_t*>(out + 8);
+  const std::int64_t acc_stride = stride / 4;
+  // A piece narrower than its row reads only the part of each B row inside its columns.
+  const bool whole_row = first == pattern.row_ptr[r] && piece.tile_end == pattern.row_ptr[r + 1];
+  const std::int32_t j_first = pattern.col[first];
+  const std::int32_t j_last = pattern.col[piece.tile_end - 1];
 
   for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
     const std::int32_t kr = a.col[e] - b.row_begin;
     if (kr < 0 || kr >= b.rows_held()) continue;
-    const std::uint16_t* av = a.block_values(e);
-    for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f) {
-      const std::int32_t s = scratch.slot[b.col[f]];
-      if (s < 0) continue;  // every product of this pair is zero (masks disjoint)
-      if constexpr (M > 0)
-        cpu::block_mac_fixed<M>(acc + s * mm, av, b.block_values(f));
-      else
-        cpu::block_mac_any(acc + s * mm, av, b.block_values(f), m);
+    std::int64_t f0 = b.row_ptr[kr];
+    std::int64_t f1 = b.row_ptr[kr + 1];
+    if (!whole_row) {
+      const std::int32_t* cols = b.col.data();
+      f0 = std::lower_bound(cols + f0, cols + f1, j_first) - cols;
+      f1 = std::upper_bound(cols + f0, cols + f1, j_last) - cols;
     }
+    if (f0 >= f1) continue;
+    kernel(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0), b.col.data() + f0,
+                             f1 - f0, scratch.slot.data(), scratch.a_wide.data()});
   }
 
-  const std::int64_t stride = record_bytes<std::uint32_t>(m);
-  const std::int32_t i = pattern.row_begin + r;
   bool lost_tile = false;
   for (std::int64_t t = 0; t < tiles; ++t) {
-    const std::int32_t j = pattern.col[first + t];
-    std::byte* rec = out + t * stride;
-    set_record_index(rec, i, j);
-    const std::uint32_t* c = acc + t * mm;
-    std::memcpy(rec + 8, c, static_cast<std::size_t>(mm) * 4);
+    const std::uint32_t* c = acc + t * acc_stride;
     lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
-    scratch.slot[j] = -1;
+    scratch.slot[pattern.col[first + t]] = -1;
   }
   if (lost_tile)
     throw Error(ExitCode::other, "internal error: cpu numeric phase produced an all-zero tile the symbolic phase kept");
 }
 
-// The saturating multiply-adds vectorise far better with AVX2 (pmulld, unsigned min/max) than
-// with x86-64's SSE2 baseline; target_clones picks the best at load time on any x86-64 CPU.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-#define BLOCKMM_ISA_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define BLOCKMM_ISA_CLONES
-#endif
-
-#define BLOCKMM_ROW_FUNCTION(NAME, M)                                                                   \
-  BLOCKMM_ISA_CLONES void NAME(const Operands& ops, const TilePattern& pattern, std::int32_t r, RowScratch& s, \
-                               std::byte* out) {                                                        \
-    multiply_row<M>(ops, pattern, r, s, out);                                                           \
-  }
-BLOCKMM_ROW_FUNCTION(multiply_row_m1, 1)
-BLOCKMM_ROW_FUNCTION(multiply_row_m2, 2)
-BLOCKMM_ROW_FUNCTION(multiply_row_m4, 4)
-BLOCKMM_ROW_FUNCTION(multiply_row_m8, 8)
-BLOCKMM_ROW_FUNCTION(multiply_row_m16, 16)
-BLOCKMM_ROW_FUNCTION(multiply_row_m32, 32)
-BLOCKMM_ROW_FUNCTION(multiply_row_any, 0)
-#undef BLOCKMM_ROW_FUNCTION
-
-using RowFunction = void (*)(const Operands&, const TilePattern&, std::int32_t, RowScratch&, std::byte*);
-
-RowFunction row_function(std::int32_t m) {
-  switch (m) {
-    case 1: return multiply_row_m1;
-    case 2: return multiply_row_m2;
-    case 4: return multiply_row_m4;
-    case 8: return multiply_row_m8;
-    case 16: return multiply_row_m16;
-    case 32: return multiply_row_m32;
-    default: return multiply_row_any;
+// The pieces of tiles [t0, t1): each row's part of the range, cut every `piece_tiles` tiles.
+void split_into_pieces(const TilePattern& pattern, std::int64_t t0, std::int64_t t1, std::int64_t piece_tiles,
+                       std::vector<RowPiece>& pieces) {
+  pieces.clear();
+  const auto& ptr = pattern.row_ptr;
+  // The row holding tile t0: the last r with row_ptr[r] <= t0.
+  std::int32_t r = static_cast<std::int32_t>(std::upper_bound(ptr.begin(), ptr.end() - 1, t0) - ptr.begin()) - 1;
+  for (; r + 1 < static_cast<std::int32_t>(ptr.size()) && ptr[r] < t1; ++r) {
+    const std::int64_t lo = std::max(t0, ptr[r]);
+    const std::int64_t hi = std::min(t1, ptr[r + 1]);
+    for (std::int64_t p = lo; p < hi; p += piece_tiles) pieces.push_back({r, p, std::min(hi, p + piece_tiles)});
   }
 }
 
 }  // namespace
 
-NumericReport cpu_numeric(const Operands& ops, const TilePattern& pattern, RecordSink& sink,
-                          const NumericOptions& options) {
+NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, const TilePattern& pattern,
+                                   RecordSink& sink, const NumericOptions& options) {
   const std::int32_t p = ops.a.shape.block_rows();
-  const std::int32_t rows = ops.a.rows_held();
-  const std::int64_t stride = record_bytes<std::uint32_t>(ops.a.shape.m);
+  const std::int32_t m = ops.a.shape.m;
+  const std::int64_t stride = record_bytes<std::uint32_t>(m);
   const std::int64_t chunk_tiles = std::max<std::int64_t>(1, options.chunk_bytes / stride);
-  const RowFunction multiply = row_function(ops.a.shape.m);
+  const int threads = omp_get_max_threads();
+  // A row with more tiles than a thread's share of the chunk is split between threads.
+  const std::int64_t piece_tiles = std::max<std::int64_t>(1, chunk_tiles / threads);
+  const cpu::BlockRowKernel kernel = cpu::block_row_kernel(level, m);
+  const std::int64_t total = pattern.tiles();
 
   NumericReport report;
-  report.device = "host (" + std::to_string(omp_get_max_threads()) + " OpenMP threads)";
+  report.device = "host (" + std::to_string(threads) + " OpenMP threads, " + cpu::to_string(level) + " kernels)";
   LargeVector<std::byte> buffers[2];
   std::future<double> pending_write;  // the previous chunk's write, running beside compute
-  const int threads = omp_get_max_threads();
   std::vector<RowScratch> scratch(static_cast<std::size_t>(threads));
-  for (RowScratch& s : scratch) s.slot.assign(static_cast<std::size_t>(p), -1);
+  for (RowScratch& s : scratch) {
+    s.slot.assign(static_cast<std::size_t>(p), -1);
+    s.a_wide.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(m));
+  }
+  std::vector<RowPiece> pieces;
 
-  std::int32_t r0 = 0;
-  while (r0 < rows) {
-    // The next chunk: whole rows, at most chunk_tiles tiles unless one row alone is larger.
-    std::int32_t r1 = r0 + 1;
-    while (r1 < rows && pattern.row_ptr[r1 + 1] - pattern.row_ptr[r0] <= chunk_tiles) ++r1;
-    const std::int64_t t0 = pattern.row_ptr[r0];
-    const std::int64_t count = pattern.row_ptr[r1] - t0;
+  for (std::int64_t t0 = 0; t0 < total;) {
+    const std::int64_t t1 = std::min(total, t0 + chunk_tiles);
+    const std::int64_t count = t1 - t0;
+    split_into_pieces(pattern, t0, t1, piece_tiles, pieces);
 
     // Chunk c fills one buffer while chunk c-1's write (waited for below) drains the other.
     LargeVector<std::byte>& buffer = buffers[report.chunks % 2];
@@ -144,13 +141,16 @@ NumericReport cpu_numeric(const Operands& ops, const TilePattern& pattern, Recor
 
     const auto start = Clock::now();
     std::exception_ptr failure;
-#pragma omp parallel if (count >= 256)
+    const std::int64_t piece_count = static_cast<std::int64_t>(pieces.size());
+#pragma omp parallel if (count >= 256 && piece_count > 1)
     {
       RowScratch& mine = scratch[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 4)
-      for (std::int32_t r = r0; r < r1; ++r) {
+// One piece at a time: a piece is a row or a large part of one, and a small chunk has few.
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t q = 0; q < piece_count; ++q) {
         try {
-          multiply(ops, pattern, r, mine, buffer.data() + (pattern.row_ptr[r] - t0) * stride);
+          const RowPiece& piece = pieces[static_cast<std::size_t>(q)];
+          multiply_piece(ops, pattern, piece, kernel, mine, buffer.data() + (piece.tile_begin - t0) * stride);
         } catch (...) {
 #pragma omp critical
           failure = std::current_exception();
@@ -164,19 +164,22 @@ NumericReport cpu_numeric(const Operands& ops, const TilePattern& pattern, Recor
     }
 
     if (pending_write.valid()) report.sink_seconds += pending_write.get();
-    if (count > 0) {
-      pending_write = std::async(std::launch::async, [&sink, &buffer, t0, count] {
-        const auto write_start = Clock::now();
-        sink.write(t0, count, buffer.data());
-        return seconds_since(write_start);
-      });
-    }
+    pending_write = std::async(std::launch::async, [&sink, &buffer, t0, count] {
+      const auto write_start = Clock::now();
+      sink.write(t0, count, buffer.data());
+      return seconds_since(write_start);
+    });
     ++report.chunks;
-    if (options.progress) options.progress(pattern.row_ptr[r1]);
-    r0 = r1;
+    if (options.progress) options.progress(t1);
+    t0 = t1;
   }
   if (pending_write.valid()) report.sink_seconds += pending_write.get();
   return report;
+}
+
+NumericReport cpu_numeric(const Operands& ops, const TilePattern& pattern, RecordSink& sink,
+                          const NumericOptions& options) {
+  return cpu_numeric_at_level(cpu::best_simd_level(), ops, pattern, sink, options);
 }
 
 }  // namespace blockmm::kernels

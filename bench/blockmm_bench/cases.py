@@ -1,0 +1,74 @@
+"""The benchmark cases: bench/cases.sh (shared with the job scripts) read as data, and the
+expected work and output size of each."""
+import math
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Case:
+    def __init__(self, name, n, m, k, group, shape="gen"):
+        self.name, self.n, self.m, self.k, self.group, self.shape = name, n, m, k, group, shape
+        self.p = n // m
+        self.k_b = self.p if shape == "col0" else k
+
+    @property
+    def small(self):
+        return self.name.startswith("S")
+
+    def density(self):
+        return self.k / float(self.p) ** 2
+
+    def estimate(self):
+        """(block products, output bytes) expected for uniform random inputs."""
+        p, m = float(self.p), self.m
+        products = self.k * self.k_b / p
+        if self.shape == "col0":
+            c_blocks = p * (1 - math.exp(-self.k / p))
+        else:
+            c_blocks = p * p * (1 - math.exp(-products / (p * p)))
+        return products, 12 + c_blocks * (8 + 4 * m * m)
+
+    def estimated_macs(self):
+        return self.estimate()[0] * self.m ** 3
+
+
+def load_cases():
+    script = ('source bench/cases.sh; for v in BLOCKMM_CASES BLOCKMM_SMALL_CASES BLOCKMM_SPECIAL_CASES '
+              'BLOCKMM_SMALL_SPECIAL_CASES; do echo "@$v"; printf "%s\\n" "${!v-}"; done')
+    out = subprocess.run(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout.decode()
+    sets = {"full": [], "small": []}
+    var = None
+    for line in out.splitlines():
+        if line.startswith("@"):
+            var = line[1:]
+            continue
+        f = line.split()
+        if not f or f[0].startswith("#"):
+            continue
+        group = "small" if "SMALL" in var else "full"
+        shape = f[4] if "SPECIAL" in var and len(f) > 4 else "gen"
+        sets[group].append(Case(f[0], int(f[1]), int(f[2]), int(f[3]), group, shape))
+    return sets
+
+
+def select_cases(spec, sets):
+    by_name = {}
+    for group in ("small", "full"):
+        for c in sets[group]:
+            by_name.setdefault(c.name, c)
+    chosen = []
+    for token in [t.strip() for t in spec.split(",") if t.strip()]:
+        if token in sets:
+            chosen += sets[token]
+        elif token in by_name:
+            chosen.append(by_name[token])
+        else:
+            raise SystemExit("bench/run: unknown case %r (known: small, full, %s)" % (token, ", ".join(by_name)))
+    seen, unique = set(), []
+    for c in chosen:
+        if c.name not in seen:
+            seen.add(c.name)
+            unique.append(c)
+    return unique

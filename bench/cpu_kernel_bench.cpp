@@ -1,0 +1,93 @@
+// The cpu numeric phase alone, at every block-kernel level this CPU supports: reads two COL380
+// inputs, builds the operands and the tile pattern once, then runs cpu_numeric_at_level into a
+// sink that discards the records (no output I/O), and reports per level the wall time, the
+// process CPU time of the phase and the useful GMAC/s per core, both by wall time x threads
+// and by CPU time (the latter is what a core delivers while it runs, on a machine shared with
+// other work).  Usage: cpu_kernel_bench A.bin B.bin [repeats]   (threads: OMP_NUM_THREADS)
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/block_kernels.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
+#include "kernels/cpu/numeric_level.hpp"
+#include "operands/host_build.hpp"
+
+namespace {
+
+blockmm::InputRecords read_col380(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  std::int32_t header[3];
+  if (!in || !in.read(reinterpret_cast<char*>(header), sizeof header)) throw std::runtime_error(std::string(path) + ": unreadable");
+  blockmm::InputRecords r;
+  r.shape = {header[0], header[1]};
+  if (r.shape.m < 1 || r.shape.n < r.shape.m || r.shape.n % r.shape.m != 0 || header[2] < 0)
+    throw std::runtime_error(std::string(path) + ": bad header");
+  r.bytes.resize(static_cast<std::size_t>(header[2] * r.stride()));
+  if (!in.read(reinterpret_cast<char*>(r.bytes.data()), static_cast<std::streamsize>(r.bytes.size())))
+    throw std::runtime_error(std::string(path) + ": truncated");
+  return r;
+}
+
+class DiscardSink final : public blockmm::RecordSink {
+ public:
+  void write(std::int64_t, std::int64_t, const std::byte*) override {}
+};
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace blockmm;
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: cpu_kernel_bench A.bin B.bin [repeats]\n");
+    return 2;
+  }
+  try {
+    const int repeats = argc > 3 ? std::stoi(argv[3]) : 3;
+    const InputRecords a = read_col380(argv[1]);
+    const InputRecords b = read_col380(argv[2]);
+    if (a.shape != b.shape) throw std::runtime_error("A and B differ in n or m");
+    const std::int32_t p = a.shape.block_rows();
+    auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
+    const BlockMatrix am = operands::build_block_matrix(a, 0, p, operands::OperandRole::left, dup);
+    const BlockMatrix bm = operands::build_block_matrix(b, 0, p, operands::OperandRole::right, dup);
+    const kernels::Operands ops{am, bm};
+    const TilePattern pattern = kernels::cpu_symbolic(ops);
+    const double macs = static_cast<double>(operands::count_block_products(ops.a, ops.b)) * a.shape.m * a.shape.m * a.shape.m;
+    const int threads = omp_get_max_threads();
+    std::printf("n=%d m=%d tiles=%lld useful_macs=%.4g threads=%d\n", a.shape.n, a.shape.m,
+                static_cast<long long>(pattern.tiles()), macs, threads);
+    for (kernels::cpu::SimdLevel level : kernels::cpu::kAllSimdLevels) {
+      if (!kernels::cpu::simd_level_available(level)) {
+        std::printf("%-12s not available here\n", kernels::cpu::to_string(level).c_str());
+        continue;
+      }
+      for (int rep = 0; rep < repeats; ++rep) {
+        DiscardSink sink;
+        const double cpu0 = cpu_seconds();
+        const auto t0 = std::chrono::steady_clock::now();
+        const kernels::NumericReport report = kernels::cpu_numeric_at_level(level, ops, pattern, sink, {});
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double cpu = cpu_seconds() - cpu0;
+        std::printf("%-12s wall %.3f s  cpu %.3f s  GMAC/s per core: %.2f (wall x threads), %.2f (cpu time)\n",
+                    kernels::cpu::to_string(level).c_str(), wall, cpu, macs / wall / threads / 1e9, macs / cpu / 1e9);
+        (void)report;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cpu_kernel_bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,96 @@
+// The portable block kernel (plain C++ at the build's baseline instruction set: the only one
+// off x86) and the run-time choice between the levels.
+#include "kernels/cpu/block_kernels.hpp"
+
+#include <stdexcept>
+
+#include "kernels/cpu/block_mac.hpp"
+
+namespace blockmm::kernels::cpu {
+namespace {
+
+template <int M>
+void portable_block_row(const BlockRowTask& task) {
+  const std::int32_t m = M > 0 ? M : task.m;
+  const std::int64_t mm = std::int64_t{m} * m;
+  const std::uint16_t* b = task.b_values;
+  for (std::int64_t f = 0; f < task.count; ++f, b += mm) {
+    const std::int32_t s = task.slot[task.b_col[f]];
+    if (s < 0) continue;  // no output tile here (the masks of this pair are disjoint)
+    if constexpr (M > 0)
+      block_mac_fixed<M>(task.acc + s * task.acc_stride, task.a, b);
+    else
+      block_mac_any(task.acc + s * task.acc_stride, task.a, b, m);
+  }
+}
+
+bool cpu_has(SimdLevel level) {
+#if defined(BLOCKMM_X86_KERNELS)
+  __builtin_cpu_init();
+  // libgcc's and compiler-rt's feature bits include the OS check (XGETBV) for AVX and AVX-512 state.
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl");
+  switch (level) {
+    case SimdLevel::portable: return true;
+    case SimdLevel::avx2: return __builtin_cpu_supports("avx2");
+    case SimdLevel::avx512: return avx512;
+    case SimdLevel::avx512_ifma: return avx512 && __builtin_cpu_supports("avx512ifma");
+  }
+  return false;
+#else
+  return level == SimdLevel::portable;
+#endif
+}
+
+}  // namespace
+
+BlockRowKernel portable_block_row_kernel(std::int32_t m) {
+  switch (m) {
+    case 1: return portable_block_row<1>;
+    case 2: return portable_block_row<2>;
+    case 4: return portable_block_row<4>;
+    case 8: return portable_block_row<8>;
+    case 16: return portable_block_row<16>;
+    case 32: return portable_block_row<32>;
+    default: return portable_block_row<0>;
+  }
+}
+
+std::string to_string(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::portable: return "portable";
+    case SimdLevel::avx2: return "avx2";
+    case SimdLevel::avx512: return "avx512";
+    case SimdLevel::avx512_ifma: return "avx512-ifma";
+  }
+  return "unknown";
+}
+
+bool simd_level_available(SimdLevel level) { return cpu_has(level); }
+
+SimdLevel best_simd_level() {
+  static const SimdLevel best = [] {
+    for (SimdLevel level : {SimdLevel::avx512_ifma, SimdLevel::avx512, SimdLevel::avx2})
+      if (cpu_has(level)) return level;
+    return SimdLevel::portable;
+  }();
+  return best;
+}
+
+BlockRowKernel block_row_kernel(SimdLevel level, std::int32_t m) {
+  if (m < 1) throw std::invalid_argument("block_row_kernel: block size " + std::to_string(m));
+  if (!cpu_has(level)) throw std::invalid_argument("block_row_kernel: " + to_string(level) + " is not available here");
+  // m = 1: one multiply-add a block pair; the scalar loop beats any vector layout.
+  if (m == 1 || level == SimdLevel::portable) return portable_block_row_kernel(m);
+#if defined(BLOCKMM_X86_KERNELS)
+  switch (level) {
+    case SimdLevel::avx2: return avx2_block_row_kernel(m);
+    case SimdLevel::avx512: return avx512_block_row_kernel(m);
+    case SimdLevel::avx512_ifma: return avx512_ifma_block_row_kernel(m);
+    case SimdLevel::portable: break;
+  }
+#endif
+  return portable_block_row_kernel(m);
+}
+
+}  // namespace blockmm::kernels::cpu
