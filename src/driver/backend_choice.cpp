@@ -1,5 +1,7 @@
 #include "driver/backend_choice.hpp"
 
+#include "build_info.hpp"
+#include "core/error.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 
 namespace blockmm::driver {
@@ -15,8 +17,13 @@ int device_for(const comm::Communicator& comm, int devices) { return devices > 0
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
                                             std::int64_t input_bytes) {
   const bool likely = options.backend == "cuda" || (options.backend == "auto" && input_bytes >= kAutoCudaWarmUpInputBytes);
-  if (!likely || !kernels::cuda_device_available()) return {};
-  const int device = device_for(comm, kernels::cuda_device_count());
+  int device = 0;
+  try {
+    if (!likely || !kernels::cuda_device_available()) return {};
+    device = device_for(comm, kernels::cuda_device_count());
+  } catch (const Error&) {
+    return {};  // no usable GPU: choose_backend says so, or picks the CPU
+  }
   return std::async(std::launch::async, [device] { kernels::warm_up_cuda(device); }).share();
 }
 
@@ -30,12 +37,21 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
   }
   kernels::BackendConfig config;
   config.threads = threads;
-  if (kind == kernels::BackendKind::cuda) {
+  if (kind != kernels::BackendKind::cuda) return kernels::make_backend(kind, config);
+  // The user's one line says what to do; the failed CUDA call stays behind --verbose.
+  const std::string advice = "; use --backend cpu, or --backend auto to take the GPU only when one is usable";
+  if (!BLOCKMM_BUILD_CUDA) throw ResourceError("--backend cuda: no usable GPU, this blockmm was built without CUDA" + advice);
+  try {
     const int devices = kernels::cuda_device_count();
+    if (devices <= 0) throw ResourceError("no CUDA device is visible");
     config.device = device_for(comm, devices);
-    config.device_sharers = devices > 0 ? (comm.node_size() + devices - 1 - config.device) / devices : 1;
+    config.device_sharers = (comm.node_size() + devices - 1 - config.device) / devices;
+    return kernels::make_backend(kind, config);
+  } catch (const Error& e) {
+    if (e.code() == ExitCode::resource && std::string(e.what()).find("out of memory") != std::string::npos) throw;
+    throw ResourceError("--backend cuda: no usable GPU was found" + advice +
+                        (options.verbose ? std::string(" (cause: ") + e.what() + ")" : std::string()));
   }
-  return kernels::make_backend(kind, config);
 }
 
 }  // namespace blockmm::driver

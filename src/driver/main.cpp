@@ -54,7 +54,9 @@ int main(int argc, char** argv) {
   }
 
   try {
-    const blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm);
+    blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm);
+    stats.version = blockmm::driver::version_text().substr(0, blockmm::driver::version_text().find('\n'));
+    stats.command_line.assign(argv, argv + argc);
     if (comm->is_root()) {
       if (options.stats == blockmm::driver::StatsMode::text) std::cout << blockmm::driver::stats_text(stats);
       if (options.stats == blockmm::driver::StatsMode::json) std::cout << blockmm::driver::stats_json(stats) << "\n";

@@ -151,6 +151,8 @@ NumericReport cpu_numeric(const Operands& ops, const TilePattern& pattern, Recor
       for (std::int32_t r = r0; r < r1; ++r) {
         try {
           multiply(ops, pattern, r, mine, buffer.data() + (pattern.row_ptr[r] - t0) * stride);
+          if (options.tiles_computed != nullptr)
+            options.tiles_computed->fetch_add(pattern.row_ptr[r + 1] - pattern.row_ptr[r], std::memory_order_relaxed);
         } catch (...) {
 #pragma omp critical
           failure = std::current_exception();
