@@ -125,7 +125,10 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error) {
 bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool print) {
   CLI::App app{"blockmm: exact block-sparse matrix product C = A x B (uint16 blocks in, saturated uint32 out).\n"
                "Run under mpirun/srun to distribute output block-rows over ranks (one rank per GPU)."};
-  app.name("blockmm");  // the usage line and the man page name the program, not the path it was run by
+  app.name("blockmm");
+  // An option given twice takes its last value, so that a job script's defaults can be
+  // overridden by options appended after them.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the usage line and the man page name the program, not the path it was run by
   app.set_version_flag("--version", [] { return version_text(); });
   app.add_option("A", options.a_path, "left input: COL380 binary, or HDF5 (BSR), told by its signature")->required();
   app.add_option("B", options.b_path, "right input: COL380 binary, or HDF5 (BSR), told by its signature")->required();
