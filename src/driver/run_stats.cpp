@@ -129,7 +129,7 @@ std::string stats_text(const RunStats& s) {
   out << phase_line("numeric", t.numeric,
                     "kernels busy " + fixed(t.numeric_compute, 3) + " s of it, " + with_thousands(s.numeric_chunks) +
                         (s.numeric_chunks == 1 ? " chunk" : " chunks"));
-  out << phase_line("  writing", t.write, "inside numeric, on a thread beside the kernels: overlaps them when there are several chunks");
+  out << phase_line("  writing", t.write, "inside numeric, beside the kernels: overlaps them across chunks");
   out << phase_line("commit", t.commit, "sync, close, rename") << phase_line("total", t.total);
   if (s.ranks > 1) {
     out << "  balance: imbalance " << fixed(s.imbalance, 3) << " = max/mean work\n";
