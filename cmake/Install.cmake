@@ -20,7 +20,7 @@ install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" "${PROJECT_SOURCE_DIR}/README.md" 
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 find_program(BLOCKMM_HELP2MAN help2man)
-if(BLOCKMM_HELP2MAN)
+if(BLOCKMM_HELP2MAN AND NOT BLOCKMM_FUZZING)  # fuzzing builds install nothing
   set(_blockmm_man_pages "")
   set(_blockmm_man_names
       "blockmm|exact block-sparse matrix product C = A x B"
