@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
 
   try {
     blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm);
-    stats.version = blockmm::driver::version_text().substr(0, blockmm::driver::version_text().find('\n'));
+    const std::string version = blockmm::driver::version_text();
+    stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
     stats.command_line.assign(argv, argv + argc);
     if (comm->is_root()) {
       if (options.stats == blockmm::driver::StatsMode::text) std::cout << blockmm::driver::stats_text(stats);

@@ -194,7 +194,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   // every backend also reports each finished chunk.
   progress.counted_phase("multiplying", pattern.tiles(), macs_per_tile);
   numeric_options.tiles_computed = &progress.counter();
-  numeric_options.progress = [&progress](std::int64_t done) { progress.at_least(done); };  kernels::NumericReport report;
+  numeric_options.progress = [&progress](std::int64_t done) { progress.at_least(done); };
+  kernels::NumericReport report;
   comm.run_phase([&] { report = backend->numeric(operands, pattern, *writer, numeric_options); });
   mine.numeric = clock.lap();
   mine.write = report.sink_seconds;

@@ -164,7 +164,7 @@ void Progress::counted_phase(const std::string& name, std::int64_t total, double
   work_per_unit_ = work_per_unit;
   done_.store(0, std::memory_order_relaxed);
   phase_clock_.lap();
-  draw_locked(true);
+  draw_locked();
 }
 
 void Progress::at_least(std::int64_t done) {
@@ -208,13 +208,12 @@ ProgressSnapshot Progress::snapshot_locked() const {
   return s;
 }
 
-void Progress::draw_locked(bool phase_change) {
+void Progress::draw_locked() {
   if (stopping_ || phase_.empty()) return;
   const double now = run_.seconds();
   if (config_.style == ProgressStyle::lines) {
     // Short runs print nothing; long ones a line at each phase change and every interval.
     if (now < config_.interval) return;
-    (void)phase_change;
     const std::string line = format_progress_line(snapshot_locked(), 0, false) + "\n";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
@@ -238,7 +237,7 @@ void Progress::tick_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     if (wake_.wait_for(lock, period, [this] { return stopping_; })) break;
-    draw_locked(false);
+    draw_locked();
   }
 }
 

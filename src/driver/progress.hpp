@@ -68,7 +68,7 @@ class Progress {
 
  private:
   void tick_loop();
-  void draw_locked(bool phase_change);
+  void draw_locked();
   ProgressSnapshot snapshot_locked() const;
 
   ProgressConfig config_;

@@ -69,11 +69,13 @@ def oracle(a_path, b_path):
 
 
 class Case(unittest.TestCase):
-    """Shared inputs: big enough that the numeric phase takes a good part of a second on one
-    thread, so that a display redrawn every 0.02 s shows it move inside the one chunk."""
+    """Shared inputs. The big pair is big enough that the numeric phase takes a good part of a
+    second on one thread, so that a display redrawn every 0.02 s shows it move inside the one
+    chunk; the small pair (a few thousand output blocks, still thousands-separated) serves the
+    tests that need no time to pass, which keeps the suite quick under the sanitizers too."""
 
     tmp = None
-    expected = None
+    expected = {}
 
     @classmethod
     def setUpClass(cls):
@@ -82,12 +84,15 @@ class Case(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="blockmm-run-experience-")
         cls.a = os.path.join(cls.tmp, "A.bin")
         cls.b = os.path.join(cls.tmp, "B.bin")
+        cls.sa = os.path.join(cls.tmp, "smallA.bin")
+        cls.sb = os.path.join(cls.tmp, "smallB.bin")
         seed = int(os.environ.get("BLOCKMM_TEST_SEED", str(int(time.time()) % 100000)))
         print(f"seed {seed}", file=sys.stderr)
-        for path, s in ((cls.a, seed), (cls.b, seed + 1)):
-            subprocess.run([GEN, path, "--n", "2048", "--m", "64", "--density", "0.5", "--seed", str(s),
+        for path, s, shape in ((cls.a, seed, ("2048", "64", "0.5")), (cls.b, seed + 1, ("2048", "64", "0.5")),
+                               (cls.sa, seed + 2, ("512", "4", "0.1")), (cls.sb, seed + 3, ("512", "4", "0.1"))):
+            subprocess.run([GEN, path, "--n", shape[0], "--m", shape[1], "--density", shape[2], "--seed", str(s),
                             "--max-value", "65535", "-q"], check=True)
-        cls.expected = None
+        Case.expected = {}  # the oracle of this class's inputs (each class makes its own)
 
     @classmethod
     def tearDownClass(cls):
@@ -101,15 +106,20 @@ class Case(unittest.TestCase):
         env.update(extra)
         return env
 
-    def check_product(self, out_path):
-        if Case.expected is None:
-            Case.expected = oracle(self.a, self.b)
+    def oracle_for(self, small):
+        key = "small" if small else "big"
+        if key not in Case.expected:
+            Case.expected[key] = oracle(self.sa, self.sb) if small else oracle(self.a, self.b)
+        return Case.expected[key]
+
+    def check_product(self, out_path, small=False):
+        expected = self.oracle_for(small)
         n, m, recs = read_col380(out_path, "<u4")
-        self.assertEqual(len(recs), len(Case.expected))
+        self.assertEqual(len(recs), len(expected))
         keys = [(int(r["i"]), int(r["j"])) for r in recs]
-        self.assertEqual(keys, sorted(Case.expected))
+        self.assertEqual(keys, sorted(expected))
         for r, key in zip(recs, keys):
-            np.testing.assert_array_equal(r["v"], Case.expected[key])
+            np.testing.assert_array_equal(r["v"], expected[key])
 
     def run_on_pty(self, args, columns, env):
         """Runs blockmm with stdout and stderr on a pseudo-terminal of `columns` columns."""
@@ -182,10 +192,10 @@ class ProgressOnTerminal(Case):
 
     def test_quiet_is_silent(self):
         out = os.path.join(self.tmp, "Cquiet.bin")
-        code, text = self.run_on_pty(["--threads", "1", "-q", self.a, self.b, out], 80, self.env())
+        code, text = self.run_on_pty(["--threads", "1", "-q", self.sa, self.sb, out], 80, self.env())
         self.assertEqual(code, 0, text)
         self.assertEqual(text, "")
-        self.check_product(out)
+        self.check_product(out, small=True)
 
 
 class ProgressInLogs(Case):
@@ -215,16 +225,18 @@ class ProgressInLogs(Case):
         out = os.path.join(self.tmp, "Cshort.bin")
         env = self.env()
         del env["BLOCKMM_PROGRESS_INTERVAL"]  # 5 s: this run is shorter
-        p = subprocess.run([BIN, self.a, self.b, out], env=env, capture_output=True, text=True, timeout=120)
+        p = subprocess.run([BIN, self.sa, self.sb, out], env=env, capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stderr, "")
+        self.check_product(out, small=True)
 
     def test_progress_none_and_bad_interval(self):
         out = os.path.join(self.tmp, "Cnone.bin")
-        p = subprocess.run([BIN, "--progress", "none", self.a, self.b, out], env=self.env(), capture_output=True,
+        p = subprocess.run([BIN, "--progress", "none", self.sa, self.sb, out], env=self.env(), capture_output=True,
                            text=True, timeout=120)
         self.assertEqual((p.returncode, p.stderr), (0, ""))
-        p = subprocess.run([BIN, self.a, self.b, out], env=self.env(BLOCKMM_PROGRESS_INTERVAL="soon"),
+        self.check_product(out, small=True)
+        p = subprocess.run([BIN, self.sa, self.sb, out], env=self.env(BLOCKMM_PROGRESS_INTERVAL="soon"),
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("BLOCKMM_PROGRESS_INTERVAL", p.stderr)
@@ -258,7 +270,7 @@ class Messages(Case):
 
     def test_cuda_without_gpu(self):
         out = os.path.join(self.tmp, "Ccuda.bin")
-        p = self.run_blockmm(["--backend", "cuda", self.a, self.b, out], CUDA_VISIBLE_DEVICES="")
+        p = self.run_blockmm(["--backend", "cuda", self.sa, self.sb, out], CUDA_VISIBLE_DEVICES="")
         lines = self.assert_one_error_line(p, 5)
         self.assertEqual(len(lines), 1, p.stderr)
         self.assertIn("no usable GPU", lines[0])
@@ -268,10 +280,10 @@ class Messages(Case):
 
     def test_product_given_as_input(self):
         product = os.path.join(self.tmp, "P.bin")
-        self.assertEqual(self.run_blockmm(["-q", self.a, self.b, product]).returncode, 0)
-        self.check_product(product)
+        self.assertEqual(self.run_blockmm(["-q", self.sa, self.sb, product]).returncode, 0)
+        self.check_product(product, small=True)
         out = os.path.join(self.tmp, "Cwrong.bin")
-        p = self.run_blockmm([product, self.b, out])
+        p = self.run_blockmm([product, self.sb, out])
         lines = self.assert_one_error_line(p, 3)
         self.assertEqual(len(lines), 1, p.stderr)
         self.assertIn(product + ": holds uint32 values (a product)", lines[0])
@@ -280,10 +292,10 @@ class Messages(Case):
     def test_mistyped_options(self):
         for typed, meant in (("--thread", "--threads"), ("--chunksize", "--chunk-size"), ("--stat", "--stats"),
                              ("--backnd", "--backend"), ("--progres=bar", "--progress")):
-            p = self.run_blockmm([typed, "4", self.a, self.b, os.path.join(self.tmp, "x.bin")])
+            p = self.run_blockmm([typed, "4", self.sa, self.sb, os.path.join(self.tmp, "x.bin")])
             self.assert_one_error_line(p, 2)
             self.assertIn(f"did you mean '{meant}'?", p.stderr)
-        p = self.run_blockmm(["--zzzzzzzz", self.a, self.b, os.path.join(self.tmp, "x.bin")])
+        p = self.run_blockmm(["--zzzzzzzz", self.sa, self.sb, os.path.join(self.tmp, "x.bin")])
         self.assert_one_error_line(p, 2)
         self.assertNotIn("did you mean", p.stderr)
 
@@ -309,12 +321,13 @@ class Messages(Case):
 class Stats(Case):
     def test_text(self):
         out = os.path.join(self.tmp, "Cstats.bin")
-        p = subprocess.run([BIN, "-q", "--stats", self.a, self.b, out], env=self.env(), capture_output=True, text=True,
-                           timeout=120)
+        p = subprocess.run([BIN, "-q", "--stats", self.sa, self.sb, out], env=self.env(), capture_output=True,
+                           text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.check_product(out)
+        self.check_product(out, small=True)
         text = p.stdout
-        c_blocks = len(Case.expected)
+        c_blocks = len(self.oracle_for(True))
+        self.assertGreaterEqual(c_blocks, 1000)
         self.assertIn(f"C {c_blocks:,} = ", text)  # thousands separators
         for line in text.splitlines():
             depth = 0
@@ -331,25 +344,25 @@ class Stats(Case):
     def test_json(self):
         out = os.path.join(self.tmp, "Cjson.bin")
         stats_file = os.path.join(self.tmp, "stats.json")
-        args = [BIN, "-q", "--threads", "1", "--stats=json", "--stats-file", stats_file, self.a, self.b, out]
+        args = [BIN, "-q", "--threads", "1", "--stats=json", "--stats-file", stats_file, self.sa, self.sb, out]
         before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         p = subprocess.run(args, env=self.env(), capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.check_product(out)
+        self.check_product(out, small=True)
         j = json.loads(p.stdout)
         with open(stats_file) as f:
             self.assertEqual(j, json.load(f))
         self.assertRegex(j["version"], r"^blockmm \d+\.\d+\.\d+ \(commit ")
         self.assertEqual(j["command_line"], args)
-        self.assertEqual(j["inputs"], [{"path": self.a, "format": "binary", "bytes": os.path.getsize(self.a)},
-                                       {"path": self.b, "format": "binary", "bytes": os.path.getsize(self.b)}])
+        self.assertEqual(j["inputs"], [{"path": self.sa, "format": "binary", "bytes": os.path.getsize(self.sa)},
+                                       {"path": self.sb, "format": "binary", "bytes": os.path.getsize(self.sb)}])
         self.assertEqual(j["output"], out)
         self.assertEqual(j["host"], socket.gethostname())
         date = datetime.datetime.strptime(j["date"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
         self.assertLessEqual(before, date)
         self.assertLessEqual(date, datetime.datetime.now(datetime.timezone.utc))
         self.assertEqual((j["ranks"], j["threads_per_rank"], j["gpus"]), (1, 1, []))
-        self.assertEqual(j["blocks"]["c"], len(Case.expected))
+        self.assertEqual(j["blocks"]["c"], len(self.oracle_for(True)))
         self.assertEqual(j["output_bytes"], os.path.getsize(out))
 
 
