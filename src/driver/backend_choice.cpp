@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "build_info.hpp"
+#include "core/error.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 
 namespace blockmm::driver {
@@ -40,11 +42,15 @@ std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::
   const bool likely = options.backend == "cuda" || (options.backend == "auto" && input_bytes >= kAutoCudaWarmUpInputBytes);
   if (!likely) return {};
   // Even asking for the device count loads the driver (about 0.1 s): all of it off this thread.
+  // Failures stay silent here; choose_backend says what is wrong, or picks the CPU.
   const int node_rank = comm.node_rank();
   return std::async(std::launch::async, [node_rank] {
-           if (!kernels::cuda_device_available()) return;
-           const int devices = kernels::cuda_device_count();
-           kernels::warm_up_cuda(devices > 0 ? node_rank % devices : 0);
+           try {
+             if (!kernels::cuda_device_available()) return;
+             const int devices = kernels::cuda_device_count();
+             kernels::warm_up_cuda(devices > 0 ? node_rank % devices : 0);
+           } catch (const Error&) {
+           }
          }).share();
 }
 
@@ -66,13 +72,22 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
   kernels::BackendConfig config;
   config.threads = threads;
   config.device_memory_budget = options.mem_budget;
-  if (kind == kernels::BackendKind::cuda) {
+  if (kind != kernels::BackendKind::cuda) return kernels::make_backend(kind, config);
+  // The user's one line says what to do; the failed CUDA call stays behind --verbose.
+  const std::string advice = "; use --backend cpu, or --backend auto to take the GPU only when one is usable";
+  if (!BLOCKMM_BUILD_CUDA) throw ResourceError("--backend cuda: no usable GPU, this blockmm was built without CUDA" + advice);
+  try {
     const int devices = kernels::cuda_device_count();
+    if (devices <= 0) throw ResourceError("no CUDA device is visible");
     config.device = device_for(comm, devices);
-    config.device_sharers = devices > 0 ? (comm.node_size() + devices - 1 - config.device) / devices : 1;
+    config.device_sharers = (comm.node_size() + devices - 1 - config.device) / devices;
     config.cuda = cuda_choices_from_environment();
+    return kernels::make_backend(kind, config);
+  } catch (const Error& e) {
+    if (e.code() == ExitCode::resource && std::string(e.what()).find("out of memory") != std::string::npos) throw;
+    throw ResourceError("--backend cuda: no usable GPU was found" + advice +
+                        (options.verbose ? std::string(" (cause: ") + e.what() + ")" : std::string()));
   }
-  return kernels::make_backend(kind, config);
 }
 
 }  // namespace blockmm::driver

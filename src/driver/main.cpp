@@ -54,7 +54,10 @@ int main(int argc, char** argv) {
   }
 
   try {
-    const blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm);
+    blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm);
+    const std::string version = blockmm::driver::version_text();
+    stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
+    stats.command_line.assign(argv, argv + argc);
     if (comm->is_root()) {
       if (options.stats == blockmm::driver::StatsMode::text) std::cout << blockmm::driver::stats_text(stats);
       if (options.stats == blockmm::driver::StatsMode::json) std::cout << blockmm::driver::stats_json(stats) << "\n";

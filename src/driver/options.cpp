@@ -1,17 +1,85 @@
 #include "driver/options.hpp"
 
+#include <mpi.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <iostream>
 
+#include "build_info.hpp"
 #include "core/error.hpp"
 #include "io/product_writer.hpp"
 
-#ifndef BLOCKMM_VERSION
-#define BLOCKMM_VERSION "unknown"
-#endif
-
 namespace blockmm::driver {
+
+namespace {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The MPI library blockmm runs with. MPI_Get_library_version is one of the few calls MPI
+// allows before MPI_Init (MPI-3.0), so --version stays quick and never starts MPI.
+std::string mpi_library_text() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS || length <= 0) return "unknown";
+  std::string line(text, static_cast<std::size_t>(std::min(length, MPI_MAX_LIBRARY_VERSION_STRING - 1)));
+  line = line.substr(0, line.find_first_of(",\n"));  // "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+std::string closest_name(const std::string& typed, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_distance = std::string::npos;
+  for (const std::string& name : known) {
+    const std::size_t d = edit_distance(typed, name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = name;
+    }
+  }
+  // A typo is a few edits away; allow more for long names ("--chunksize" -> "--chunk-size").
+  const std::size_t allowed = std::max<std::size_t>(2, typed.size() / 4);
+  if (!best.empty() && best_distance <= allowed) return best;
+  std::string prefixed;
+  for (const std::string& name : known) {
+    if (typed.size() >= 3 && name.compare(0, typed.size(), typed) == 0) {
+      if (!prefixed.empty()) return "";  // ambiguous
+      prefixed = name;
+    }
+  }
+  return prefixed;
+}
+
+std::string version_text() {
+  std::string text = std::string("blockmm ") + BLOCKMM_VERSION + " (commit " + BLOCKMM_GIT_COMMIT + ")\n";
+  if (BLOCKMM_BUILD_CUDA)
+    text += std::string("CUDA: built with CUDA ") + BLOCKMM_BUILD_CUDA_VERSION + " for sm_" + BLOCKMM_BUILD_CUDA_ARCHS + "\n";
+  else
+    text += "CUDA: not built (cpu and reference backends only)\n";
+  text += "MPI: " + mpi_library_text() + "\n";
+  text += std::string("HDF5: ") + BLOCKMM_BUILD_HDF5_VERSION + (BLOCKMM_BUILD_HDF5_PARALLEL ? " (parallel)" : " (serial)") + "\n";
+  text += "OpenMP: " + std::to_string(_OPENMP) + "\n";
+  text += "License: BSD-3-Clause";
+  return text;
+}
 
 std::int64_t parse_size(const std::string& text) {
   std::size_t used = 0;
@@ -36,12 +104,35 @@ std::int64_t parse_size(const std::string& text) {
   return static_cast<std::int64_t>(bytes);
 }
 
+namespace {
+
+// CLI11's message, or for an unknown option the closest known one ("--thread" -> "--threads").
+std::string usage_message(const CLI::App& app, const CLI::ParseError& error) {
+  std::vector<std::string> known;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) known.push_back("--" + name);
+  }
+  for (const std::string& arg : app.remaining()) {
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    const std::string suggestion = closest_name(name, known);
+    return "unknown option '" + name + "'" + (suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?");
+  }
+  return error.what();
+}
+
+}  // namespace
+
 bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool print) {
   CLI::App app{"blockmm: exact block-sparse matrix product C = A x B (uint16 blocks in, saturated uint32 out).\n"
                "Run under mpirun/srun to distribute output block-rows over ranks (one rank per GPU)."};
-  app.set_version_flag("--version", std::string("blockmm ") + BLOCKMM_VERSION);
-  app.add_option("A", options.a_path, "left input (COL380 binary)")->required();
-  app.add_option("B", options.b_path, "right input (COL380 binary)")->required();
+  app.name("blockmm");
+  // An option given twice takes its last value, so that a job script's defaults can be
+  // overridden by options appended after them.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the usage line and the man page name the program, not the path it was run by
+  app.set_version_flag("--version", [] { return version_text(); });
+  app.add_option("A", options.a_path, "left input: COL380 binary, or HDF5 (BSR), told by its signature")->required();
+  app.add_option("B", options.b_path, "right input: COL380 binary, or HDF5 (BSR), told by its signature")->required();
   app.add_option("OUT", options.out_path, "output: COL380 binary, or HDF5 (BSR) when it ends in .h5/.hdf5")->required();
   app.add_option("--backend", options.backend, "auto | cpu | cuda | reference (auto: cuda when a GPU is visible and the work repays it)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "reference"}))
@@ -52,19 +143,29 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
   app.add_option("--threads", options.threads, "OpenMP threads per rank (default: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
       ->check(CLI::NonNegativeNumber);
   std::string stats = "off";
-  app.add_option("--stats", stats, "print phase times and counts: text, or json for machines")
+  app.add_option("--stats", stats, "print phase times and counts after the run: text (--stats alone) or json; off by default")
       ->expected(0, 1)
       ->default_str("text")
-      ->check(CLI::IsMember({"off", "text", "json"}));
-  app.add_option("--stats-file", options.stats_file, "also write the JSON stats to this file");
-  app.add_flag("-q,--quiet", options.quiet, "no progress display");
+      ->check(CLI::IsMember({"off", "text", "json"}))
+      ->option_text("[=text|json]");  // not "=text": that is what --stats alone means, not the default
+  app.add_option("--stats-file", options.stats_file, "also write the JSON stats to this file")->option_text("FILE");
+  app.add_option("--progress", options.progress,
+                 "auto | bar | lines | none (auto: a bar on a terminal, else a plain line every few seconds)")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", options.quiet, "no progress display (same as --progress none)");
+  app.add_flag("-v,--verbose", options.verbose, "errors also name their internal cause (a failed library call)");
   std::string chunk = "256M";
-  app.add_option("--chunk-size", chunk, "output bytes computed per chunk (host)")->capture_default_str();
+  app.add_option("--chunk-size", chunk, "output bytes computed per chunk before it is written (K, M, G, T suffixes)")
+      ->option_text("SIZE=256M");
   std::string budget;
-  app.add_option("--mem-budget", budget, "device memory the cuda backend may use (default: a safe fraction of free memory)");
+  app.add_option("--mem-budget", budget, "device memory the cuda backend may use, e.g. 40G (default: 80% of the free memory)")
+      ->option_text("SIZE");
   app.footer(
+      "Inputs may be COL380 binary or HDF5 (scipy BSR layout); the output is HDF5 when it ends in .h5/.hdf5.\n"
       "Exit codes: 0 success, 2 usage, 3 bad input, 4 output or I/O failure, 5 out of memory or device failure, 1 other.\n"
-      "Environment: BLOCKMM_MPI=0|1 forces MPI off/on (default: on when started by an MPI launcher).");
+      "Environment: BLOCKMM_MPI=0|1 forces MPI off/on (default: on when started by an MPI launcher);\n"
+      "BLOCKMM_PROGRESS_INTERVAL=S seconds between progress lines in logs (default 5).");
 
   try {
     app.parse(argc, argv);
@@ -72,6 +173,13 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
     if (app.count("--stats") > 0 && stats == "off") stats = "off";
     options.stats = stats == "json" ? StatsMode::json : stats == "text" ? StatsMode::text : StatsMode::off;
     options.chunk_bytes = parse_size(chunk);
+    if (const char* interval = std::getenv("BLOCKMM_PROGRESS_INTERVAL"); interval != nullptr && *interval != '\0') {
+      char* end = nullptr;
+      const double seconds = std::strtod(interval, &end);
+      if (end == interval || *end != '\0' || !(seconds > 0) || seconds > 86400)
+        throw UsageError(std::string("BLOCKMM_PROGRESS_INTERVAL='") + interval + "' must be a number of seconds in (0, 86400]");
+      options.progress_interval = seconds;
+    }
     if (!budget.empty()) options.mem_budget = parse_size(budget);
     const std::string warning =
         io::output_name_warning(options.out_path, io::choose_output_format(options.out_path, options.format));
@@ -82,7 +190,7 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
       if (e.get_exit_code() == 0) {
         app.exit(e);
       } else {
-        std::cerr << "blockmm: error: " << e.what() << "\n" << "Run with --help for more information.\n";
+        std::cerr << "blockmm: error: " << usage_message(app, e) << "\n" << "Run with --help for more information.\n";
       }
     }
     return false;

@@ -1,6 +1,8 @@
 #include "driver/pipeline.hpp"
 
 #include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <future>
@@ -27,16 +29,6 @@ int choose_threads(const Options& options, const comm::Communicator& comm) {
   return std::max(1, cores / std::max(1, comm.node_size()));
 }
 
-// Writes progress for the numeric phase.
-struct NumericProgress {
-  Progress& progress;
-  std::int64_t total_tiles;
-  double macs_per_tile;
-  void operator()(std::int64_t done) const {
-    progress.advance(done, total_tiles, macs_per_tile * static_cast<double>(done));
-  }
-};
-
 }  // namespace
 
 RunStats run_product(const Options& options, const comm::Communicator& comm) {
@@ -44,10 +36,18 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   Stopwatch clock;
   PhaseTimes mine;
   RunStats stats;
+  stats.started_utc = utc_now_iso8601();
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) stats.host = host;
+  stats.output_path = options.out_path;
   stats.ranks = comm.size();
   stats.threads = choose_threads(options, comm);
   omp_set_num_threads(stats.threads);
-  Progress progress(comm.is_root() && !options.quiet);
+  ProgressConfig progress_config = progress_config_for_stderr(options.quiet ? "none" : options.progress,
+                                                              options.progress_interval);
+  if (!comm.is_root()) progress_config.style = ProgressStyle::none;  // rank 0 speaks for the run
+  if (comm.size() > 1) progress_config.scope = "rank 0 of " + std::to_string(comm.size());
+  Progress progress(progress_config);
 
   // Headers on every rank (cheap); the records are read where the backend builds from them.
   progress.phase("reading inputs");
@@ -63,6 +63,11 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   const MatrixShape shape = a_file->header().shape();
   stats.n = shape.n;
   stats.m = shape.m;
+  for (const io::InputFile* file : {a_file.get(), b_file.get()}) {
+    struct stat st {};
+    const std::int64_t bytes = ::stat(file->path().c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
+    stats.inputs.push_back({file->path(), file->format_name(), bytes});
+  }
   stats.a_records = a_file->header().k;
   stats.b_records = b_file->header().k;
 
@@ -121,7 +126,6 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.c_blocks = comm.sum(pattern->tiles());
 
   // Numeric phase, streaming its chunks into the file.
-  progress.phase("multiplying");
   comm.run_phase([&] { writer->begin(shape, stats.c_blocks, first_tile, pattern->layout()); });
   kernels::NumericOptions numeric_options;
   numeric_options.chunk_bytes = options.chunk_bytes;
@@ -129,7 +133,11 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   const double macs_per_tile = pattern->tiles() > 0 ? static_cast<double>(my_products) * shape.m * shape.m * shape.m /
                                                           static_cast<double>(pattern->tiles())
                                                     : 0.0;
-  numeric_options.progress = NumericProgress{progress, pattern->tiles(), macs_per_tile};
+  // Backends that can bump the counter from their loops make the display move inside a chunk;
+  // every backend also reports each finished piece it hands to the sink.
+  progress.counted_phase("multiplying", pattern->tiles(), macs_per_tile);
+  numeric_options.tiles_computed = &progress.counter();
+  numeric_options.progress = [&progress](std::int64_t done) { progress.at_least(done); };
   kernels::NumericReport report;
   comm.run_phase([&] { report = backend->numeric(*a, *b, *pattern, *writer, numeric_options); });
   mine.numeric = clock.lap();
@@ -137,6 +145,11 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   mine.numeric_compute = report.compute_seconds;
   stats.device = report.device;
   stats.backend_steps = backend->step_seconds();
+  for (int r = 0; r < comm.size(); ++r) {  // each rank's device, for --stats=json's "gpus"
+    std::string device = comm.rank() == r ? report.device : std::string();
+    comm.broadcast(device, r);
+    stats.rank_devices.push_back(device);
+  }
   stats.numeric_chunks = comm.max(report.chunks);
 
   progress.phase("committing output");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -21,15 +23,64 @@ std::string fixed(double v, int digits) {
   return text;
 }
 
+// "12.3 MB", "4.56 GB": decimal units, as file sizes are usually read.
+std::string bytes_text(double bytes) {
+  if (bytes >= 1e12) return fixed(bytes / 1e12, 2) + " TB";
+  if (bytes >= 1e9) return fixed(bytes / 1e9, 2) + " GB";
+  if (bytes >= 1e6) return fixed(bytes / 1e6, 1) + " MB";
+  if (bytes >= 1e3) return fixed(bytes / 1e3, 1) + " kB";
+  return with_thousands(static_cast<std::int64_t>(bytes)) + " B";
+}
+
+// One phase line: name, seconds, and what it contains.
+std::string phase_line(const char* name, double seconds, const std::string& note = "") {
+  char head[64];
+  std::snprintf(head, sizeof head, "    %-10s %9.3f s", name, seconds);
+  return std::string(head) + (note.empty() ? "" : "   " + note) + "\n";
+}
+
 }  // namespace
+
+std::string with_thousands(std::int64_t value) {
+  const bool negative = value < 0;
+  std::string digits = std::to_string(negative ? -static_cast<unsigned long long>(value) : static_cast<unsigned long long>(value));
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return negative ? "-" + out : out;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
 
 std::string stats_json(const RunStats& s) {
   nlohmann::json j;
+  j["version"] = s.version;
+  j["command_line"] = s.command_line;
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const InputDescription& in : s.inputs) inputs.push_back({{"path", in.path}, {"format", in.format}, {"bytes", in.bytes}});
+  j["inputs"] = inputs;
+  j["output"] = s.output_path;
+  j["host"] = s.host;
+  j["date"] = s.started_utc;
   j["backend"] = s.backend;
   j["device"] = s.device;
   j["output_format"] = s.output_format;
   j["ranks"] = s.ranks;
   j["threads_per_rank"] = s.threads;
+  // GPU names, one a rank, when the cuda backend ran (empty for cpu and reference).
+  nlohmann::json gpus = nlohmann::json::array();
+  if (s.backend == "cuda")
+    for (const std::string& d : s.rank_devices) gpus.push_back(d);
+  j["gpus"] = gpus;
   j["n"] = s.n;
   j["m"] = s.m;
   j["blocks"] = {{"a_records", s.a_records}, {"b_records", s.b_records}, {"a_nonzero", s.a_blocks},
@@ -58,24 +109,35 @@ std::string stats_json(const RunStats& s) {
 std::string stats_text(const RunStats& s) {
   std::ostringstream out;
   const PhaseTimes& t = s.slowest;
-  out << "blockmm stats: backend " << s.backend << " (" << s.device << "), " << s.ranks << " rank(s) x " << s.threads
-      << " thread(s), output " << s.output_format << "\n";
-  out << "  n = " << s.n << ", m = " << s.m << "; blocks: A " << s.a_blocks << " non-zero of " << s.a_records
-      << ", B " << s.b_blocks << " used of " << s.b_records << ", C " << s.c_blocks << " ("
-      << fixed(s.output_bytes / 1e6, 1) << " MB)\n";
-  out << "  work: " << s.block_products << " block products, " << s.useful_macs() << " useful multiply-adds; "
-      << fixed(s.slowest.numeric > 0 ? s.useful_macs() / s.slowest.numeric / 1e9 : 0.0, 2) << " GMAC/s in numeric, "
-      << fixed(s.slowest.total > 0 ? s.useful_macs() / s.slowest.total / 1e9 : 0.0, 2) << " GMAC/s end to end\n";
-  out << "  seconds (slowest rank): read " << fixed(t.read, 3) << ", exchange " << fixed(t.exchange, 3) << ", build "
-      << fixed(t.build, 3) << ", setup " << fixed(t.setup, 3) << ", symbolic " << fixed(t.symbolic, 3)
-      << ", numeric " << fixed(t.numeric, 3) << " (kernels busy " << fixed(t.numeric_compute, 3) << ", writing "
-      << fixed(t.write, 3) << "), commit " << fixed(t.commit, 3) << "; total "
-      << fixed(t.total, 3) << "\n";
+  out << "blockmm stats: backend " << s.backend << " on " << s.device << "; " << s.ranks
+      << (s.ranks == 1 ? " rank" : " ranks") << " x " << s.threads << (s.threads == 1 ? " thread" : " threads")
+      << "; output " << s.output_format << "\n";
+  out << "  matrix: n = " << with_thousands(s.n) << ", m = " << s.m << "\n";
+  out << "  blocks: A " << with_thousands(s.a_blocks) << " non-zero of " << with_thousands(s.a_records) << ", B "
+      << with_thousands(s.b_blocks) << " used of " << with_thousands(s.b_records) << ", C "
+      << with_thousands(s.c_blocks) << " = " << bytes_text(static_cast<double>(s.output_bytes)) << "\n";
+  out << "  work: " << with_thousands(s.block_products) << " block products = " << with_thousands(s.useful_macs())
+      << " useful multiply-adds\n";
+  out << "  rate: " << fixed(t.numeric > 0 ? s.useful_macs() / t.numeric / 1e9 : 0.0, 2) << " GMAC/s in numeric, "
+      << fixed(t.total > 0 ? s.useful_macs() / t.total / 1e9 : 0.0, 2) << " GMAC/s end to end\n";
+  out << "  seconds" << (s.ranks > 1 ? ", each phase its slowest rank:" : ":") << "\n";
+  out << phase_line("read", t.read);
+  if (s.ranks > 1) out << phase_line("exchange", t.exchange);
+  out << phase_line("build", t.build) << phase_line("setup", t.setup) << phase_line("symbolic", t.symbolic);
+  // Both sub-times lie inside numeric on every rank (the last write is waited for before the
+  // phase ends), so neither exceeds it. Writing runs beside the kernels on another thread: it
+  // overlaps them, so the two do not add up to numeric.
+  out << phase_line("numeric", t.numeric,
+                    "kernels busy " + fixed(t.numeric_compute, 3) + " s of it, " + with_thousands(s.numeric_chunks) +
+                        (s.numeric_chunks == 1 ? " chunk" : " chunks"));
+  out << phase_line("  writing", t.write, "inside numeric, beside the kernels: overlaps them across chunks");
+  out << phase_line("commit", t.commit, "sync, close, rename") << phase_line("total", t.total);
   if (s.ranks > 1) {
-    out << "  balance: imbalance (max/mean work) " << fixed(s.imbalance, 3) << "\n";
+    out << "  balance: imbalance " << fixed(s.imbalance, 3) << " = max/mean work\n";
     for (std::size_t r = 0; r < s.per_rank.size(); ++r)
-      out << "    rank " << r << ": " << s.rank_rows[r] << " block-rows, work " << s.rank_work[r] << ", exchanged "
-          << fixed(s.rank_bytes_exchanged[r] / 1e6, 2) << " MB, total " << fixed(s.per_rank[r].total, 3) << " s\n";
+      out << "    rank " << r << ": " << with_thousands(s.rank_rows[r]) << " block-rows, work "
+          << with_thousands(s.rank_work[r]) << ", exchanged " << bytes_text(static_cast<double>(s.rank_bytes_exchanged[r]))
+          << ", total " << fixed(s.per_rank[r].total, 3) << " s\n";
   }
   return out.str();
 }

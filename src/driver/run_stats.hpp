@@ -23,7 +23,22 @@ struct PhaseTimes {
   double total = 0;
 };
 
+struct InputDescription {
+  std::string path;
+  std::string format;       // "binary" or "hdf5"
+  std::int64_t bytes = 0;   // file size
+};
+
 struct RunStats {
+  // The run itself, for a JSON record that stands alone (filled by main and run_product).
+  std::string version;
+  std::vector<std::string> command_line;
+  std::vector<InputDescription> inputs;
+  std::string output_path;
+  std::string host;                       // rank 0's host name
+  std::string started_utc;                // ISO 8601, e.g. 2026-11-24T23:05:12Z
+  std::vector<std::string> rank_devices;  // what ran each rank's numeric phase (GPU names for cuda)
+
   std::string backend;
   std::string device;
   std::string output_format;
@@ -52,6 +67,12 @@ struct RunStats {
 
 std::string stats_text(const RunStats& stats);
 std::string stats_json(const RunStats& stats);
+
+// 1234567 -> "1,234,567".
+std::string with_thousands(std::int64_t value);
+
+// The current time in UTC, ISO 8601 to the second.
+std::string utc_now_iso8601();
 
 class Stopwatch {
  public:

@@ -49,6 +49,11 @@ void check_header(const BinaryFileInfo& f) {
   const Wide expected = kHeaderBytes + static_cast<Wide>(h.k) * record;
   const Wide actual = static_cast<Wide>(f.file_bytes);
   if (expected != actual) {
+    // The commonest mix-up: a product (uint32 values) given as an input. Say so, as blockmm-cmp does.
+    const Wide product = kHeaderBytes + static_cast<Wide>(h.k) * (8 + 4 * static_cast<Wide>(h.m) * static_cast<Wide>(h.m));
+    if (f.width == ValueWidth::u16 && h.k > 0 && product == actual)
+      throw InputError(path + ": holds uint32 values (a product), not an input matrix of uint16 values (" + describe(h) +
+                       ", " + std::to_string(f.file_bytes) + " bytes = 12 + k*(8+4*m^2))");
     const std::string rule = "12 + k*(8+" + std::to_string(static_cast<int>(f.width)) + "*m^2)";
     if (expected > actual) {
       const std::string need = expected > static_cast<Wide>(INT64_MAX) ? std::string("more than 2^63")

@@ -4,6 +4,7 @@
 // Backends: reference (serial, obviously right: the test oracle), cpu (OpenMP), cuda.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,6 +33,9 @@ struct NumericOptions {
   std::int64_t device_memory_budget = 0;
   // Called after each chunk is handed to the sink, with the tiles done so far.
   std::function<void(std::int64_t tiles_done)> progress;
+  // When set, backends may add each finished tile (or row of tiles) to it from inside their
+  // loops, for a progress display that moves within a chunk; relaxed increments suffice.
+  std::atomic<std::int64_t>* tiles_computed = nullptr;
 };
 
 struct NumericReport {

@@ -151,6 +151,8 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
         try {
           const RowPiece& piece = pieces[static_cast<std::size_t>(q)];
           multiply_piece(ops, pattern, piece, kernel, mine, buffer.data() + (piece.tile_begin - t0) * stride);
+          if (options.tiles_computed != nullptr)
+            options.tiles_computed->fetch_add(piece.tile_end - piece.tile_begin, std::memory_order_relaxed);
         } catch (...) {
 #pragma omp critical
           failure = std::current_exception();
