@@ -20,7 +20,7 @@ namespace {
 class BinaryProductWriter final : public ProductWriter {
  public:
   BinaryProductWriter(const std::string& target, const comm::Communicator& comm) : comm_(comm), output_(target, comm) {
-    comm.run_phase([&] { file_ = open_writer(output_.temporary_path(), target, comm); });
+    comm.run_phase([&] { file_ = output_.open_writer(); });
   }
 
   void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const TilePattern& /*pattern*/) override {

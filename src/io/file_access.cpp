@@ -42,6 +42,8 @@ class PosixWriter final : public FileWriter {
     fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd_ < 0) throw OutputError(shown + ": cannot open the temporary file " + path + ": " + std::strerror(errno));
   }
+  // Takes ownership of `fd`.
+  PosixWriter(int fd, const std::string& shown) : shown_(shown), fd_(fd) {}
   ~PosixWriter() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -158,6 +160,52 @@ std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::stri
                                         const comm::Communicator& comm) {
   if (use_mpi_io(comm)) return std::make_unique<MpiWriter>(path, shown_name);
   return std::make_unique<PosixWriter>(path, shown_name);
+}
+
+namespace {
+
+[[noreturn]] void not_the_temporary(const std::string& path, const std::string& shown) {
+  throw OutputError(shown + ": the temporary file " + path +
+                    " was replaced by another file or link while blockmm ran; nothing was written through it");
+}
+
+// The name still holds the regular file `inode` (device numbers differ between nodes).
+void check_named_file(const std::string& path, const std::string& shown, std::uint64_t inode) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_ino) != inode)
+    not_the_temporary(path, shown);
+}
+
+}  // namespace
+
+std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
+                                                  const comm::Communicator& comm, int held, std::uint64_t device,
+                                                  std::uint64_t inode) {
+  if (use_mpi_io(comm)) {
+    // MPI-IO opens by name on every node and cannot refuse links: check the name before and
+    // after. (A swap in between is still caught by the commit's check on rank 0.)
+    check_named_file(path, shown_name, inode);
+    auto writer = std::make_unique<MpiWriter>(path, shown_name);
+    check_named_file(path, shown_name, inode);
+    return writer;
+  }
+  if (held >= 0) {
+    const int fd = ::fcntl(held, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) throw OutputError(shown_name + ": cannot duplicate the descriptor of " + path + ": " + std::strerror(errno));
+    return std::make_unique<PosixWriter>(fd, shown_name);
+  }
+  // O_NONBLOCK: a FIFO put in its place must not block the open.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP || errno == ENXIO) not_the_temporary(path, shown_name);
+    throw OutputError(shown_name + ": cannot open the temporary file " + path + ": " + std::strerror(errno));
+  }
+  auto writer = std::make_unique<PosixWriter>(fd, shown_name);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_dev) != device ||
+      static_cast<std::uint64_t>(st.st_ino) != inode)
+    not_the_temporary(path, shown_name);
+  return writer;
 }
 
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path) {
