@@ -128,8 +128,8 @@ void remove_stale_temporaries(const std::string& dir, const std::string& prefix)
         st.st_uid != ::geteuid())
       continue;
     if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
-      std::fprintf(stderr, "%s: note: removed %s/%s, the temporary output of a run (process %ld) that no longer exists\n",
-                   program_invocation_short_name, dir.c_str(), name.c_str(), pid);
+      std::fprintf(stderr, "%s: note: removed %s, the temporary output of a run (process %ld) that no longer exists\n",
+                   program_invocation_short_name, escape_control_characters(dir + "/" + name).c_str(), pid);
   }
   ::closedir(listing);
 }

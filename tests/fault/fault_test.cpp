@@ -494,6 +494,31 @@ TEST(FaultInput, FifoGivesExit3WithoutWaitingForAWriter) {
 
 std::vector<std::string> mpiexec_command(int ranks);
 
+// --stats-file in a missing folder under mpirun -np 2: every rank fails with exit 4 before the
+// product replaces the old output (each rank's own exit code is recorded by a wrapper shell).
+TEST(FaultMpiStats, FailingStatsFileFailsEveryRankBeforeTheCommit) {
+  ScratchDir dir("blockmm-fault");
+  write_small_inputs(dir / "A.bin", dir / "B.bin");
+  const std::string out = dir.subdir("out");
+  const std::string target = out + "/C.bin";
+  write_text(target, kPrevious);
+  std::vector<std::string> argv = mpiexec_command(2);
+  for (const std::string& a :
+       {std::string("/bin/sh"), std::string("-c"),
+        std::string("\"$@\"; echo $? > \"") + dir.path() + "/rc.$OMPI_COMM_WORLD_RANK\"", std::string("sh"),
+        blockmm_bin(), dir / "A.bin", dir / "B.bin", target, std::string("--quiet"), std::string("--stats-file"),
+        dir / "no/such/folder/stats.json"})
+    argv.push_back(a);
+  Child job(argv);
+  const Finished done = job.wait(120);
+  EXPECT_FALSE(done.timed_out) << done.describe();
+  EXPECT_EQ(slurp(dir / "rc.0"), "4\n") << done.describe();
+  EXPECT_EQ(slurp(dir / "rc.1"), "4\n") << done.describe();
+  EXPECT_NE(done.err.find("blockmm: error: " + dir / "no/such/folder/stats.json"), std::string::npos) << done.describe();
+  EXPECT_EQ(slurp(target), kPrevious) << "the product replaced the old output although the run failed";
+  EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"});
+}
+
 // Under the asan-ubsan preset, ASan's memcpy interceptor would report libhdf5's bad copy (libhdf5
 // itself is not instrumented) before it faults; the test is about what blockmm does when the
 // library really faults, so the interceptor steps aside (no effect on a build without ASan).
