@@ -108,7 +108,11 @@ class MpiWriter final : public FileWriter {
   ~MpiWriter() override {
     if (file_ != MPI_FILE_NULL) MPI_File_close(&file_);
   }
+  // Every write (and the close) throws `why` instead: for a file opened collectively that this
+  // rank must not write, where throwing at once would leave the other ranks in a collective.
+  void refuse(const std::string& why) { refused_ = why; }
   void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
+    if (!refused_.empty()) throw OutputError(refused_);
     const auto* in = static_cast<const char*>(source);
     for (std::int64_t done = 0; done < bytes;) {
       const int count = static_cast<int>(std::min(comm::mpi_piece_bytes(), bytes - done));
@@ -125,12 +129,14 @@ class MpiWriter final : public FileWriter {
     if (!device_) BLOCKMM_MPI_CHECK_AS(MPI_File_sync(file_), ExitCode::output_failure, shown_ + ": MPI_File_sync failed");
     BLOCKMM_MPI_CHECK_AS(MPI_File_close(&file_), ExitCode::output_failure, shown_ + ": MPI_File_close failed");
     file_ = MPI_FILE_NULL;
+    if (!refused_.empty()) throw OutputError(refused_);
   }
 
  private:
   std::string shown_;
   MPI_File file_ = MPI_FILE_NULL;
   bool device_ = false;
+  std::string refused_;
 };
 
 }  // namespace
@@ -164,16 +170,19 @@ std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::stri
 
 namespace {
 
+std::string replaced_text(const std::string& path, const std::string& shown) {
+  return shown + ": the temporary file " + path +
+         " was replaced by another file or link while blockmm ran; nothing was written through it";
+}
+
 [[noreturn]] void not_the_temporary(const std::string& path, const std::string& shown) {
-  throw OutputError(shown + ": the temporary file " + path +
-                    " was replaced by another file or link while blockmm ran; nothing was written through it");
+  throw OutputError(replaced_text(path, shown));
 }
 
 // The name still holds the regular file `inode` (device numbers differ between nodes).
-void check_named_file(const std::string& path, const std::string& shown, std::uint64_t inode) {
+bool names_file(const std::string& path, std::uint64_t inode) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_ino) != inode)
-    not_the_temporary(path, shown);
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_ino) == inode;
 }
 
 }  // namespace
@@ -183,10 +192,12 @@ std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const
                                                   std::uint64_t inode) {
   if (use_mpi_io(comm)) {
     // MPI-IO opens by name on every node and cannot refuse links: check the name before and
-    // after. (A swap in between is still caught by the commit's check on rank 0.)
-    check_named_file(path, shown_name, inode);
+    // after. (A swap in between is still caught by the commit's check on rank 0.) The open is
+    // collective, so every rank opens whatever it found; a rank that found another file never
+    // writes, and its error reaches the others at the phase's end.
+    const bool before = names_file(path, inode);
     auto writer = std::make_unique<MpiWriter>(path, shown_name);
-    check_named_file(path, shown_name, inode);
+    if (!before || !names_file(path, inode)) writer->refuse(replaced_text(path, shown_name));
     return writer;
   }
   if (held >= 0) {
