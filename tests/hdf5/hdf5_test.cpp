@@ -259,7 +259,9 @@ void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t memory_t
 
 void write_craft(const std::string& path, Craft c) {
   Handle create{H5Pcreate(H5P_FILE_CREATE), H5Pclose};
-  if (c.userblock > 0) ASSERT_GE(H5Pset_userblock(create.id, c.userblock), 0);
+  if (c.userblock > 0) {
+    ASSERT_GE(H5Pset_userblock(create.id, c.userblock), 0);
+  }
   Handle file{H5Fcreate(path.c_str(), H5F_ACC_TRUNC, create.id, H5P_DEFAULT), H5Fclose};
   ASSERT_GE(file.id, 0) << path;
   if (c.write_format) {
