@@ -291,7 +291,7 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer() const {
 }
 
 void AtomicOutput::check_not_replaced() const {
-  if (in_place_) return;
+  if (in_place_ || fd_ < 0) return;  // rank 0 knows the file by its descriptor; other nodes may see another device
   struct stat named {};
   if (::lstat(temporary_.c_str(), &named) != 0 || !S_ISREG(named.st_mode) || !same_file(named, device_, inode_))
     throw OutputError(target_ + ": the temporary file " + temporary_ +

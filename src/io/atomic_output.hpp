@@ -62,7 +62,8 @@ class AtomicOutput {
   std::string path_for_library() const;
 
   // OutputError when the temporary name no longer holds the file rank 0 created (someone swapped
-  // it for a link or another file); for callers whose library failed on it, to say why.
+  // it for a link or another file); rank 0 only (a no-op elsewhere). Cheap: writers call it before
+  // the long numeric phase, so a swap fails the run early, and after a library failed, to say why.
   void check_not_replaced() const;
 
   // Rank 0: sets aside `bytes` of disk for the temporary file (posix_fallocate), so that writing a

@@ -27,6 +27,7 @@ class BinaryProductWriter final : public ProductWriter {
     if (total_tiles > std::numeric_limits<std::int32_t>::max())
       throw OutputError(output_.target() + ": the product has " + std::to_string(total_tiles) +
                         " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");
+    output_.check_not_replaced();  // fail before the numeric phase, not after it
     stride_ = record_bytes<std::uint32_t>(shape.m);
     first_tile_ = first_tile;
     if (comm_.is_root()) {

@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "cli/harness/harness.hpp"
 
@@ -328,12 +329,15 @@ TEST(FaultSignal, SigkillLeftoverIsRemovedByTheNextRun) {
 // ---------- a temporary output swapped for a link ----------
 
 // Whoever can write the output folder swaps the temporary file for a symlink to another file while
-// blockmm runs. blockmm must never write through the link (the victim keeps its bytes and stays a
-// plain file), never rename the link over the target, and fail with exit 4.
-class FaultSwap : public ::testing::TestWithParam<std::string> {};
+// blockmm runs: as soon as it exists ("early": before HDF5 lays the file out, before any value),
+// or once values are being written ("late": caught at the commit). blockmm must never write
+// through the link (the victim keeps its bytes and stays a plain file), never rename the link over
+// the target, and fail with exit 4.
+class FaultSwap : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(FaultSwap, SymlinkInPlaceOfTheTemporaryIsNeverWrittenThrough) {
-  const std::string name = "C." + GetParam();
+  const std::string name = "C." + std::get<0>(GetParam());
+  const bool late = std::get<1>(GetParam()) == "late";
   const LongCase& inputs = LongCase::get();
   ScratchDir dir("blockmm-fault");
   const std::string out = dir.subdir("out");
@@ -347,8 +351,8 @@ TEST_P(FaultSwap, SymlinkInPlaceOfTheTemporaryIsNeverWrittenThrough) {
     for (const std::string& a : inputs.args(target)) argv.push_back(a);
     return argv;
   }());
-  // As soon as the temporary file exists (before HDF5 lays the file out, before any value).
-  const std::string temp = wait_for_temporary(child, out, name, 0, 120);
+  // Late: the HDF5 layout or the binary header is in the file, so the numeric phase has begun.
+  const std::string temp = wait_for_temporary(child, out, name, late ? 12 : 0, 120);
   ASSERT_FALSE(temp.empty()) << child.wait(10).describe();
   ASSERT_EQ(::kill(child.pid(), SIGSTOP), 0);
   ASSERT_TRUE(path_exists(temp)) << "the run ended before the swap (make the case bigger)";
@@ -376,7 +380,11 @@ TEST_P(FaultSwap, SymlinkInPlaceOfTheTemporaryIsNeverWrittenThrough) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, FaultSwap, ::testing::Values("bin", "h5"));
+INSTANTIATE_TEST_SUITE_P(FormatsAndMoments, FaultSwap,
+                         ::testing::Combine(::testing::Values("bin", "h5"), ::testing::Values("early", "late")),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& param) {
+                           return std::get<0>(param.param) + "_" + std::get<1>(param.param);
+                         });
 
 // ---------- a file-size limit (ulimit -f) ----------
 
