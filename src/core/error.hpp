@@ -39,4 +39,23 @@ struct ResourceError : Error {
   explicit ResourceError(const std::string& message) : Error(ExitCode::resource, message) {}
 };
 
+// A message fit for one line on a terminal: control characters (from file names, say: a newline,
+// an escape sequence) written as \xHH. Other bytes, UTF-8 included, pass unchanged.
+inline std::string escape_control_characters(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+      continue;
+    }
+    static const char hex[] = "0123456789abcdef";
+    out += "\\x";
+    out += hex[byte >> 4];
+    out += hex[byte & 15];
+  }
+  return out;
+}
+
 }  // namespace blockmm

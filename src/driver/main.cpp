@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <fstream>
 #include <iostream>
 #include <new>
 
@@ -23,7 +22,9 @@ blockmm::comm::MpiMode mpi_mode_from_environment() {
   return blockmm::comm::MpiMode::on;
 }
 
-void report(const char* what) { std::fprintf(stderr, "blockmm: error: %s\n", what); }
+void report(const char* what) {
+  std::fprintf(stderr, "blockmm: error: %s\n", blockmm::escape_control_characters(what).c_str());
+}
 
 }  // namespace
 
@@ -54,6 +55,20 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // Never write over an input, nor the stats over the product (exit 2, nothing written). The
+    // stats file is created (and its space reserved) before the work, so that it cannot fail
+    // after the product has replaced the old output; every rank learns of a failure.
+    comm->run_phase([&] {
+      blockmm::io::check_not_an_input(options.out_path, "output", {options.a_path, options.b_path});
+      if (options.stats_file.empty()) return;
+      blockmm::io::check_not_an_input(options.stats_file, "--stats-file", {options.a_path, options.b_path});
+      blockmm::io::check_distinct_outputs(options.out_path, options.stats_file, "--stats-file");
+    });
+    std::unique_ptr<blockmm::io::AtomicOutput> stats_file;
+    if (!options.stats_file.empty()) {
+      stats_file = std::make_unique<blockmm::io::AtomicOutput>(options.stats_file, *comm);
+      comm->run_phase([&] { stats_file->reserve((std::int64_t{64} << 10) + std::int64_t{1024} * comm->size()); });
+    }
     blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm);
     const std::string version = blockmm::driver::version_text();
     stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
@@ -61,14 +76,19 @@ int main(int argc, char** argv) {
     if (comm->is_root()) {
       if (options.stats == blockmm::driver::StatsMode::text) std::cout << blockmm::driver::stats_text(stats);
       if (options.stats == blockmm::driver::StatsMode::json) std::cout << blockmm::driver::stats_json(stats) << "\n";
-      if (!options.stats_file.empty()) {
-        std::ofstream file(options.stats_file);
-        file << blockmm::driver::stats_json(stats) << "\n";
-        if (!file) {
-          report((options.stats_file + ": cannot write the stats file").c_str());
-          return static_cast<int>(ExitCode::output_failure);
+    }
+    if (stats_file) {
+      const std::string json = blockmm::driver::stats_json(stats) + "\n";
+      std::unique_ptr<blockmm::io::FileWriter> writer;
+      comm->run_phase([&] { writer = stats_file->open_writer(); });
+      comm->run_phase([&] {
+        if (comm->is_root()) {
+          writer->write_at(0, json.data(), static_cast<std::int64_t>(json.size()));
+          stats_file->set_size(static_cast<std::int64_t>(json.size()));
         }
-      }
+        writer->sync_and_close();
+      });
+      stats_file->commit();
     }
     return 0;
   } catch (const blockmm::Error& e) {

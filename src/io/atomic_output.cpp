@@ -1,37 +1,56 @@
 #include "io/atomic_output.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <random>
 
 #include "core/error.hpp"
 
 namespace blockmm::io {
 namespace {
 
-// The temporary file a signal handler must remove. A plain array and a flag: the handler
-// may only use async-signal-safe calls.
-char g_cleanup_path[4096];
-volatile std::sig_atomic_t g_cleanup_armed = 0;
+// The temporary files a signal handler must remove: the product and the stats file. Plain arrays
+// and flags: the handler may only use async-signal-safe calls.
+constexpr int kCleanupSlots = 4;
+char g_cleanup_path[kCleanupSlots][PATH_MAX];
+volatile std::sig_atomic_t g_cleanup_armed[kCleanupSlots] = {};
+
+void remove_registered() noexcept {
+  for (int s = 0; s < kCleanupSlots; ++s)
+    if (g_cleanup_armed[s]) ::unlink(g_cleanup_path[s]);
+}
 
 extern "C" void remove_temporary_and_reraise(int signal_number) {
-  if (g_cleanup_armed) ::unlink(g_cleanup_path);
+  remove_registered();
   std::signal(signal_number, SIG_DFL);
   std::raise(signal_number);
 }
 
-void arm_cleanup(const std::string& path) {
-  if (path.size() >= sizeof g_cleanup_path) return;
-  g_cleanup_armed = 0;
-  std::memcpy(g_cleanup_path, path.c_str(), path.size() + 1);
-  g_cleanup_armed = 1;
+// Returns the slot, or -1 when none is free or the path is too long (the file is then only
+// removed by the next run's stale-file sweep).
+int arm_cleanup(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (int s = 0; s < kCleanupSlots; ++s) {
+    if (g_cleanup_armed[s]) continue;
+    std::memcpy(g_cleanup_path[s], path.c_str(), path.size() + 1);
+    g_cleanup_armed[s] = 1;
+    return s;
+  }
+  return -1;
 }
 
-void disarm_cleanup() { g_cleanup_armed = 0; }
+void disarm_cleanup(int slot) {
+  if (slot >= 0) g_cleanup_armed[slot] = 0;
+}
 
 std::string directory_of(const std::string& path) {
   const std::size_t slash = path.rfind('/');
@@ -45,31 +64,145 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Creates the temporary file with O_EXCL and the permissions a plain creat(2) would give.
-std::string create_temporary(const std::string& target) {
-  if (target.empty() || target.back() == '/') throw UsageError("output path '" + target + "' names no file");
-  struct stat st {};
-  if (::stat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw OutputError(target + ": is a directory");
-  const std::string dir = directory_of(target);
-  std::string pattern = dir + "/." + base_name(target) + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(pattern.data());
-  if (fd < 0)
-    throw OutputError(target + ": cannot create a temporary file in " + dir + ": " + std::strerror(errno));
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0 || ::close(fd) != 0) {
-    const int saved = errno;
-    ::unlink(pattern.c_str());
-    throw OutputError(target + ": cannot prepare the temporary file " + pattern + ": " + std::strerror(saved));
+std::string errno_text(int error) { return std::strerror(error); }
+
+// This host's short name, reduced to [A-Za-z0-9_-] (it becomes part of a file name).
+std::string host_tag() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  std::string tag;
+  for (const char* c = name; *c != '\0' && *c != '.' && tag.size() < 32; ++c) {
+    const bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-';
+    tag += plain ? *c : '_';
   }
-  return pattern;
+  return tag.empty() ? "localhost" : tag;
+}
+
+constexpr char kMarker[] = ".blockmm-tmp.";
+constexpr std::size_t kRandomChars = 6;
+constexpr std::size_t kPidDigits = 10;  // room reserved for any pid, so the prefix never depends on it
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// "." + base + ".blockmm-tmp." + host + ".": the base shortened, with a hash of the whole, when the
+// temporary name would pass NAME_MAX (so that output names up to NAME_MAX bytes work).
+std::string name_prefix(const std::string& base, const std::string& host) {
+  const std::size_t fixed = 1 + (sizeof kMarker - 1) + host.size() + 1 + kPidDigits + 1 + kRandomChars;
+  std::string shown = base;
+  if (fixed + base.size() > NAME_MAX) {
+    char hash[20];
+    std::snprintf(hash, sizeof hash, "~%016llx", static_cast<unsigned long long>(fnv1a(base)));
+    const std::size_t keep = NAME_MAX - fixed - (sizeof hash - 3);  // 17 characters of "~" + hash
+    shown = base.substr(0, keep) + hash;
+  }
+  return "." + shown + kMarker + host + ".";
+}
+
+bool same_file(const struct stat& a, std::uint64_t device, std::uint64_t inode) {
+  return static_cast<std::uint64_t>(a.st_dev) == device && static_cast<std::uint64_t>(a.st_ino) == inode;
+}
+
+// Removes this target's temporary files left on this host by runs whose process no longer exists
+// (killed with SIGKILL, or a node that rebooted), and says so on stderr. Files of live processes,
+// of other hosts, not regular or not ours are left alone.
+void remove_stale_temporaries(const std::string& dir, const std::string& prefix) {
+  DIR* listing = ::opendir(dir.c_str());
+  if (listing == nullptr) return;  // the creation below reports an unusable directory
+  const int dir_fd = ::dirfd(listing);
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // "<pid>.<random>"
+    const std::size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || dot > kPidDigits || rest.size() - dot - 1 != kRandomChars) continue;
+    if (rest.find_first_not_of("0123456789") != dot) continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to know
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != ::geteuid())
+      continue;
+    if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
+      std::fprintf(stderr, "%s: note: removed %s, the temporary output of a run (process %ld) that no longer exists\n",
+                   program_invocation_short_name, escape_control_characters(dir + "/" + name).c_str(), pid);
+  }
+  ::closedir(listing);
+}
+
+std::string random_suffix() {
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device device;
+  std::string text;
+  for (std::size_t c = 0; c < kRandomChars; ++c) text += alphabet[device() % (sizeof alphabet - 1)];
+  return text;
+}
+
+// Whether the existing target may not be replaced: a regular file nobody may write (whatever
+// root's access(2) says) or that this user may not write.
+bool is_read_only(const std::string& target) {
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  return (st.st_mode & 0222) == 0 || ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0;
+}
+
+// Identity of a path for same-file checks: the file it names (links followed) when it exists,
+// else its directory's identity and last name.
+struct PathKey {
+  bool exists = false;
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::string name;
+  bool operator==(const PathKey& o) const {
+    return exists == o.exists && device == o.device && inode == o.inode && name == o.name;
+  }
+};
+
+PathKey key_of(const std::string& path) {
+  PathKey key;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    key.exists = true;
+  } else if (::stat(directory_of(path).c_str(), &st) == 0) {
+    key.name = base_name(path);
+  } else {
+    key.name = path;  // unreachable directory: compare the spelling; the run reports it
+    return key;
+  }
+  key.device = static_cast<std::uint64_t>(st.st_dev);
+  key.inode = static_cast<std::uint64_t>(st.st_ino);
+  return key;
 }
 
 }  // namespace
 
-void remove_temporary_from_signal_handler() noexcept {
-  if (g_cleanup_armed) ::unlink(g_cleanup_path);
+std::string temporary_prefix(const std::string& target, const std::string& host, long pid) {
+  return directory_of(target) + "/" + name_prefix(base_name(target), host) + std::to_string(pid) + ".";
 }
+
+void check_not_an_input(const std::string& output, const std::string& what, const std::vector<std::string>& inputs) {
+  const PathKey out = key_of(output);
+  if (!out.exists) return;
+  for (const std::string& input : inputs) {
+    const PathKey in = key_of(input);
+    if (in.exists && in == out)
+      throw UsageError(output + ": the " + what + " is the input " + input +
+                       " (the same file); blockmm never writes over its inputs");
+  }
+}
+
+void check_distinct_outputs(const std::string& first, const std::string& second, const std::string& second_what) {
+  struct stat st {};
+  const bool device = ::stat(first.c_str(), &st) == 0 && S_ISCHR(st.st_mode);  // /dev/null twice: written in place
+  if (!device && key_of(first) == key_of(second))
+    throw UsageError(second + ": the " + second_what + " is the output " + first + " (the same file)");
+}
+
+void remove_temporary_from_signal_handler() noexcept { remove_registered(); }
 
 void install_cleanup_handlers() {
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
@@ -79,6 +212,9 @@ void install_cleanup_handlers() {
     action.sa_flags = 0;
     ::sigaction(s, &action, nullptr);
   }
+  // Past a file-size limit a write fails with EFBIG (reported, exit 4, temporary removed) instead
+  // of the process dying silently with a partial temporary file.
+  std::signal(SIGXFSZ, SIG_IGN);
 }
 
 static bool is_character_device(const std::string& path) {
@@ -92,21 +228,89 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
     temporary_ = target;
     return;
   }
+  std::string identity;
   try {
     comm.run_phase([&] {
       if (!comm.is_root()) return;
-      temporary_ = create_temporary(target);
-      arm_cleanup(temporary_);  // at once: a signal during the collectives below must not leave it
+      if (target.empty() || target.back() == '/') throw UsageError("output path '" + target + "' names no file");
+      struct stat st {};
+      if (::stat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw OutputError(target + ": is a directory");
+      if (is_read_only(target))
+        throw OutputError(target + ": the existing output is read-only; blockmm does not replace it (make it writable "
+                                   "or remove it first)");
+      const std::string dir = directory_of(target);
+      const std::string host = host_tag();
+      remove_stale_temporaries(dir, name_prefix(base_name(target), host));
+      const std::string prefix = temporary_prefix(target, host, static_cast<long>(::getpid()));
+      for (int attempt = 0; fd_ < 0; ++attempt) {
+        temporary_ = prefix + random_suffix();
+        // The kernel applies the umask (and default ACLs) as for any new file: no process-wide umask() call.
+        fd_ = ::open(temporary_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd_ < 0 && (errno != EEXIST || attempt >= 100))
+          throw OutputError(target + ": cannot create a temporary file in " + dir + ": " + errno_text(errno));
+      }
+      cleanup_slot_ = arm_cleanup(temporary_);  // at once: a signal during the collectives below must not leave it
+      struct stat made {};
+      if (::fstat(fd_, &made) != 0)
+        throw OutputError(target + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));
+      created_mode_ = made.st_mode & 07777;
+      device_ = static_cast<std::uint64_t>(made.st_dev);
+      inode_ = static_cast<std::uint64_t>(made.st_ino);
+      // Private while partial; the final permissions are set at commit. Ranks run as one user.
+      if (::fchmod(fd_, 0600) != 0)
+        throw OutputError(target + ": cannot prepare the temporary file " + temporary_ + ": " + errno_text(errno));
+      identity = std::to_string(device_) + " " + std::to_string(inode_);
     });
     comm.broadcast(temporary_, 0);
+    comm.broadcast(identity, 0);
   } catch (...) {
     abandon();  // no destructor runs for a constructor that throws
     throw;
   }
-  arm_cleanup(temporary_);
+  if (!comm.is_root()) {
+    char* end = nullptr;
+    device_ = std::strtoull(identity.c_str(), &end, 10);
+    inode_ = std::strtoull(end, nullptr, 10);
+    cleanup_slot_ = arm_cleanup(temporary_);
+  }
 }
 
 AtomicOutput::~AtomicOutput() { abandon(); }
+
+std::string AtomicOutput::path_for_library() const {
+  if (in_place_ || fd_ < 0) return temporary_;
+  const std::string through_descriptor = "/proc/self/fd/" + std::to_string(fd_);
+  struct stat st {};
+  if (::stat(through_descriptor.c_str(), &st) == 0 && same_file(st, device_, inode_)) return through_descriptor;
+  return temporary_;  // no /proc: the commit check below still catches a swapped name
+}
+
+std::unique_ptr<FileWriter> AtomicOutput::open_writer() const {
+  if (in_place_) return io::open_writer(temporary_, target_, comm_);
+  return open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_);
+}
+
+void AtomicOutput::check_not_replaced() const {
+  if (in_place_ || fd_ < 0) return;  // rank 0 knows the file by its descriptor; other nodes may see another device
+  struct stat named {};
+  if (::lstat(temporary_.c_str(), &named) != 0 || !S_ISREG(named.st_mode) || !same_file(named, device_, inode_))
+    throw OutputError(target_ + ": the temporary file " + temporary_ +
+                      " was replaced or removed by someone else while blockmm ran; the output was not written");
+}
+
+void AtomicOutput::reserve(std::int64_t bytes) const {
+  if (in_place_ || fd_ < 0) return;
+  const int error = ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes));
+  if (error != 0 && error != EOPNOTSUPP && error != EINVAL)
+    throw OutputError(target_ + ": cannot reserve " + std::to_string(bytes) + " bytes for " + temporary_ + ": " +
+                      errno_text(error));
+}
+
+void AtomicOutput::set_size(std::int64_t bytes) const {
+  if (in_place_ || fd_ < 0) return;
+  if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0)
+    throw OutputError(target_ + ": cannot set the size of " + temporary_ + ": " + errno_text(errno));
+}
 
 void AtomicOutput::commit() {
   if (in_place_) {
@@ -116,9 +320,16 @@ void AtomicOutput::commit() {
   comm_.barrier();  // every rank has closed the file
   comm_.run_phase([&] {
     if (!comm_.is_root()) return;
+    check_not_replaced();
+    // Never change an existing output's permissions: the new file takes the old one's.
+    struct stat old {};
+    const unsigned mode =
+        ::stat(target_.c_str(), &old) == 0 && S_ISREG(old.st_mode) ? (old.st_mode & 07777) : created_mode_;
+    if (::fchmod(fd_, mode) != 0)
+      throw OutputError(target_ + ": cannot set the permissions of " + temporary_ + ": " + errno_text(errno));
     if (::rename(temporary_.c_str(), target_.c_str()) != 0)
       throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " +
-                        std::strerror(errno));
+                        errno_text(errno));
     // The rename itself must survive a crash: sync the directory entry.
     const int dir = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
@@ -127,15 +338,24 @@ void AtomicOutput::commit() {
     }
   });
   done_ = true;
-  disarm_cleanup();
+  disarm_cleanup(cleanup_slot_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 void AtomicOutput::abandon() noexcept {
   if (done_) return;
   done_ = true;
   if (in_place_) return;
-  disarm_cleanup();
-  if (!temporary_.empty()) ::unlink(temporary_.c_str());  // every rank tries; ENOENT is fine
+  disarm_cleanup(cleanup_slot_);
+  // Only the file this run created: a name that now holds someone else's link or file stays.
+  // Every rank tries; ENOENT is fine. Other nodes may see another device number for the same file.
+  struct stat named {};
+  if (!temporary_.empty() && ::lstat(temporary_.c_str(), &named) == 0 && S_ISREG(named.st_mode) &&
+      static_cast<std::uint64_t>(named.st_ino) == inode_)
+    ::unlink(temporary_.c_str());
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 }  // namespace blockmm::io

@@ -1,38 +1,84 @@
-// Outputs appear whole or not at all: data goes to a temporary file created with O_EXCL beside
-// the target (so a run never writes through someone else's file or link), which is fsync'd and
-// renamed over the target only when complete. Interrupted runs (SIGINT, SIGTERM, SIGHUP) remove
-// the temporary file from a signal handler. A character device as target (/dev/null, say, for
-// timing runs) is written in place: renaming over it would replace the device node.
+// Outputs appear whole or not at all: data goes to a temporary file beside the target, created
+// with O_EXCL | O_NOFOLLOW (so a run never writes through someone else's file or link), which is
+// fsync'd and renamed over the target only when complete. Rank 0 holds the temporary file's
+// descriptor from creation to rename and writes (and lets HDF5 write) through it, never by
+// reopening the name; other ranks open the name without following links and check that they got
+// the file rank 0 created; at commit rank 0 checks that the name still points at the file written
+// before it renames. Interrupted runs (SIGINT, SIGTERM, SIGHUP, SIGQUIT) remove the temporary file
+// from a signal handler; temporary files of killed runs (SIGKILL) carry the host and process id
+// in their name, and the next run on the same output removes those whose process is gone.
+// A character device as target (/dev/null, say, for timing runs) is written in place: renaming
+// over it would replace the device node.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
+#include "io/file_access.hpp"
 
 namespace blockmm::io {
 
-// Installs the signal handlers that remove a registered temporary file. Call once, early.
+// Installs the signal handlers that remove registered temporary files, and ignores SIGXFSZ so
+// that a file-size limit (ulimit -f) makes writes fail with EFBIG (exit 4) instead of killing
+// the process. Call once, early.
 void install_cleanup_handlers();
 
-// Removes the registered temporary file; async-signal-safe, for handlers that end the process.
+// Removes the registered temporary files; async-signal-safe, for handlers that end the process.
 void remove_temporary_from_signal_handler() noexcept;
+
+// The name of the temporary file for `target` without its random suffix: "<dir>/.<name>.blockmm-tmp.<host>.<pid>."
+// (<name> shortened and hashed when the whole would pass NAME_MAX). Exposed for tests and docs.
+std::string temporary_prefix(const std::string& target, const std::string& host, long pid);
+
+// UsageError (exit 2) when `output` is the same file as one of `inputs` (same device and inode,
+// through any path), or names the same directory entry. `what` names the output in the message
+// ("output", "--stats-file").
+void check_not_an_input(const std::string& output, const std::string& what, const std::vector<std::string>& inputs);
+// UsageError when two outputs would be the same file or the same directory entry.
+void check_distinct_outputs(const std::string& first, const std::string& second, const std::string& second_what);
 
 class AtomicOutput {
  public:
-  // Collective: rank 0 creates "<dir>/.<name>.tmp-XXXXXX" and every rank learns its name.
-  // Throws OutputError (exit 4) when the directory does not take new files.
+  // Collective: rank 0 removes stale temporary files of this target left by killed runs on this
+  // host, creates "<dir>/.<name>.blockmm-tmp.<host>.<pid>.XXXXXX", and every rank learns its name.
+  // Throws OutputError (exit 4) when the directory does not take new files or the existing target
+  // is read-only.
   AtomicOutput(const std::string& target, const comm::Communicator& comm);
   ~AtomicOutput();  // removes the temporary file unless committed
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
 
-  // Where to write: the temporary file, or the target itself when it is a character device.
+  // The temporary file's name (for messages), or the target itself when it is a character device.
   const std::string& temporary_path() const { return temporary_; }
   bool writes_in_place() const { return in_place_; }
   const std::string& target() const { return target_; }
 
-  // Collective, after every rank has closed the file: rank 0 renames it over the target and
-  // syncs the directory; all ranks learn the outcome.
+  // A name by which a library that opens files by name (libhdf5) reaches the file rank 0 created,
+  // whatever its directory entry points at by then: /proc/self/fd/N on rank 0 (the temporary name
+  // where /proc is missing, or on other ranks).
+  std::string path_for_library() const;
+
+  // OutputError when the temporary name no longer holds the file rank 0 created (someone swapped
+  // it for a link or another file); rank 0 only (a no-op elsewhere). Cheap: writers call it before
+  // the long numeric phase, so a swap fails the run early, and after a library failed, to say why.
+  void check_not_replaced() const;
+
+  // Rank 0: sets aside `bytes` of disk for the temporary file (posix_fallocate), so that writing a
+  // small file later (the stats, after the product's commit) cannot fail for space; finish with
+  // set_size(). No-op in place, on other ranks, and where the file system cannot reserve.
+  void reserve(std::int64_t bytes) const;
+  void set_size(std::int64_t bytes) const;
+
+  // Collective: a writer of the temporary file (rank 0: through its descriptor; other ranks: the
+  // name, refusing links and any file but the one rank 0 created).
+  std::unique_ptr<FileWriter> open_writer() const;
+
+  // Collective, after every rank has closed its writer: rank 0 checks the temporary name still
+  // holds the file written, gives it the existing target's permissions (or those a new file gets
+  // from the umask), renames it over the target and syncs the directory; all ranks learn the outcome.
   void commit();
   void abandon() noexcept;
 
@@ -40,6 +86,11 @@ class AtomicOutput {
   const comm::Communicator& comm_;
   std::string target_;
   std::string temporary_;
+  int fd_ = -1;                 // rank 0: the temporary file, held until commit
+  std::uint64_t device_ = 0;    // the temporary file's identity (from rank 0's fstat)
+  std::uint64_t inode_ = 0;
+  unsigned created_mode_ = 0;   // permissions a plain creat(2) gave it (umask, default ACLs)
+  int cleanup_slot_ = -1;
   bool done_ = false;
   bool in_place_ = false;
 };

@@ -227,7 +227,7 @@ void write_binary_file(const std::string& path, const RecordBuffer<Value>& recor
   const comm::Communicator single(comm::MpiMode::off, nullptr, nullptr);
   AtomicOutput output(path, single);
   {
-    auto writer = open_writer(output.temporary_path(), path, single);
+    auto writer = output.open_writer();
     const std::int32_t header[3] = {records.shape.n, records.shape.m, static_cast<std::int32_t>(records.size())};
     writer->write_at(0, header, sizeof header);
     writer->write_at(kHeaderBytes, records.bytes.data(), static_cast<std::int64_t>(records.bytes.size()));

@@ -20,13 +20,14 @@ namespace {
 class BinaryProductWriter final : public ProductWriter {
  public:
   BinaryProductWriter(const std::string& target, const comm::Communicator& comm) : comm_(comm), output_(target, comm) {
-    comm.run_phase([&] { file_ = open_writer(output_.temporary_path(), target, comm); });
+    comm.run_phase([&] { file_ = output_.open_writer(); });
   }
 
   void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& /*pattern*/) override {
     if (total_tiles > std::numeric_limits<std::int32_t>::max())
       throw OutputError(output_.target() + ": the product has " + std::to_string(total_tiles) +
                         " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");
+    output_.check_not_replaced();  // fail before the numeric phase, not after it
     stride_ = record_bytes<std::uint32_t>(shape.m);
     first_tile_ = first_tile;
     if (comm_.is_root()) {

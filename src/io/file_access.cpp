@@ -42,6 +42,8 @@ class PosixWriter final : public FileWriter {
     fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd_ < 0) throw OutputError(shown + ": cannot open the temporary file " + path + ": " + std::strerror(errno));
   }
+  // Takes ownership of `fd`.
+  PosixWriter(int fd, const std::string& shown) : shown_(shown), fd_(fd) {}
   ~PosixWriter() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -106,7 +108,11 @@ class MpiWriter final : public FileWriter {
   ~MpiWriter() override {
     if (file_ != MPI_FILE_NULL) MPI_File_close(&file_);
   }
+  // Every write (and the close) throws `why` instead: for a file opened collectively that this
+  // rank must not write, where throwing at once would leave the other ranks in a collective.
+  void refuse(const std::string& why) { refused_ = why; }
   void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
+    if (!refused_.empty()) throw OutputError(refused_);
     const auto* in = static_cast<const char*>(source);
     for (std::int64_t done = 0; done < bytes;) {
       const int count = static_cast<int>(std::min(comm::mpi_piece_bytes(), bytes - done));
@@ -123,12 +129,14 @@ class MpiWriter final : public FileWriter {
     if (!device_) BLOCKMM_MPI_CHECK_AS(MPI_File_sync(file_), ExitCode::output_failure, shown_ + ": MPI_File_sync failed");
     BLOCKMM_MPI_CHECK_AS(MPI_File_close(&file_), ExitCode::output_failure, shown_ + ": MPI_File_close failed");
     file_ = MPI_FILE_NULL;
+    if (!refused_.empty()) throw OutputError(refused_);
   }
 
  private:
   std::string shown_;
   MPI_File file_ = MPI_FILE_NULL;
   bool device_ = false;
+  std::string refused_;
 };
 
 }  // namespace
@@ -158,6 +166,57 @@ std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::stri
                                         const comm::Communicator& comm) {
   if (use_mpi_io(comm)) return std::make_unique<MpiWriter>(path, shown_name);
   return std::make_unique<PosixWriter>(path, shown_name);
+}
+
+namespace {
+
+std::string replaced_text(const std::string& path, const std::string& shown) {
+  return shown + ": the temporary file " + path +
+         " was replaced by another file or link while blockmm ran; nothing was written through it";
+}
+
+[[noreturn]] void not_the_temporary(const std::string& path, const std::string& shown) {
+  throw OutputError(replaced_text(path, shown));
+}
+
+// The name still holds the regular file `inode` (device numbers differ between nodes).
+bool names_file(const std::string& path, std::uint64_t inode) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_ino) == inode;
+}
+
+}  // namespace
+
+std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
+                                                  const comm::Communicator& comm, int held, std::uint64_t device,
+                                                  std::uint64_t inode) {
+  if (use_mpi_io(comm)) {
+    // MPI-IO opens by name on every node and cannot refuse links: check the name before and
+    // after. (A swap in between is still caught by the commit's check on rank 0.) The open is
+    // collective, so every rank opens whatever it found; a rank that found another file never
+    // writes, and its error reaches the others at the phase's end.
+    const bool before = names_file(path, inode);
+    auto writer = std::make_unique<MpiWriter>(path, shown_name);
+    if (!before || !names_file(path, inode)) writer->refuse(replaced_text(path, shown_name));
+    return writer;
+  }
+  if (held >= 0) {
+    const int fd = ::fcntl(held, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) throw OutputError(shown_name + ": cannot duplicate the descriptor of " + path + ": " + std::strerror(errno));
+    return std::make_unique<PosixWriter>(fd, shown_name);
+  }
+  // O_NONBLOCK: a FIFO put in its place must not block the open.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP || errno == ENXIO) not_the_temporary(path, shown_name);
+    throw OutputError(shown_name + ": cannot open the temporary file " + path + ": " + std::strerror(errno));
+  }
+  auto writer = std::make_unique<PosixWriter>(fd, shown_name);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_dev) != device ||
+      static_cast<std::uint64_t>(st.st_ino) != inode)
+    not_the_temporary(path, shown_name);
+  return writer;
 }
 
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path) {

@@ -31,6 +31,15 @@ std::unique_ptr<FileReader> open_reader(const std::string& path, const comm::Com
 std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::string& shown_name,
                                         const comm::Communicator& comm);
 
+// A writer of a temporary output file that rank 0 created (atomic_output.hpp). `held` >= 0: this
+// process's descriptor of it, which the writer duplicates (no reopening by name). Otherwise the
+// name is opened without following a link, and the writer refuses any file but the one with
+// `inode` (and `device` on POSIX paths, which share rank 0's view of the file system): a name
+// swapped for a link or another file is an OutputError, never written through.
+std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
+                                                  const comm::Communicator& comm, int held, std::uint64_t device,
+                                                  std::uint64_t inode);
+
 // read(2) / pwrite(2) loops that survive EINTR and short transfers.
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path);
 void write_fully(int fd, std::int64_t offset, const void* source, std::int64_t bytes, const std::string& path);

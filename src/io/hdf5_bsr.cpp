@@ -160,6 +160,16 @@ Handle BsrReader::Impl::open_dataset(const char* name) const {
   const htri_t exists = H5Lexists(file.get(), name, H5P_DEFAULT);
   if (exists < 0) fail_hdf5(std::string("cannot look up /") + name);
   if (exists == 0) fail(std::string("missing dataset /") + name + " (a BSR file has /indptr, /indices and /data)");
+  // Only the file's own datasets are read: a link to another file (or to another name) would read
+  // whatever file it names as matrix values. Checked before anything follows the link.
+  H5L_info_t link {};
+  if (H5Lget_info(file.get(), name, &link, H5P_DEFAULT) < 0) fail_hdf5(std::string("cannot look up /") + name);
+  if (link.type == H5L_TYPE_EXTERNAL)
+    fail(std::string("/") + name + " is an external link (to a dataset in another file); blockmm reads only datasets "
+                                   "stored in the file itself");
+  if (link.type != H5L_TYPE_HARD)
+    fail(std::string("/") + name + (link.type == H5L_TYPE_SOFT ? " is a soft link" : " is a user-defined link") +
+         "; blockmm reads only datasets stored under their own name");
   {
     // H5Oopen + H5Iget_type: the same in HDF5 1.8 to 1.14 (H5Oget_info changed signature twice).
     Handle object(H5Oopen(file.get(), name, H5P_DEFAULT), H5Oclose);
@@ -168,6 +178,20 @@ Handle BsrReader::Impl::open_dataset(const char* name) const {
   }
   Handle dataset(H5Dopen2(file.get(), name, H5P_DEFAULT), H5Dclose);
   if (!dataset.valid()) fail_hdf5(std::string("cannot open the dataset /") + name);
+  // Values kept in other files (external raw storage, virtual datasets) would be read from
+  // whatever those names point at, a FIFO included (which blocks for ever): refused before any read.
+  Handle plist(H5Dget_create_plist(dataset.get()), H5Pclose);
+  if (!plist.valid()) fail_hdf5(std::string("cannot read the storage of /") + name);
+  const H5D_layout_t layout = H5Pget_layout(plist.get());
+  if (layout < 0) fail_hdf5(std::string("cannot read the storage of /") + name);
+  if (layout == H5D_VIRTUAL)
+    fail(std::string("/") + name + " is a virtual dataset (its values live in other datasets or files); blockmm reads "
+                                   "only values stored in the file itself");
+  const int external = H5Pget_external_count(plist.get());
+  if (external < 0) fail_hdf5(std::string("cannot read the storage of /") + name);
+  if (external > 0)
+    fail(std::string("/") + name + " keeps its values in an external file (" + std::to_string(external) +
+         " external storage entries); blockmm reads only values stored in the file itself");
   return dataset;
 }
 
@@ -258,7 +282,8 @@ void BsrReader::Impl::check_stored(hid_t dataset, const char* name, std::int64_t
     fail(std::string("/") + name + " declares " + bytes(declared) + " bytes but the file (" +
          std::to_string(file_bytes) + " bytes) stores " + bytes(stored) +
          " of them: truncated, never written, or stored outside the file");
-  // Contiguous storage must lie inside the file. (libhdf5 1.10 refuses the first read past the
+  // Contiguous storage must lie inside the file. H5Dget_offset counts from the file's first byte,
+  // a user block included (unlike HDF5's internal addresses), as file_bytes does. (libhdf5 1.10 refuses the first read past the
   // end, but then serves later reads of the same range from a buffer it never filled.)
   const haddr_t offset = H5Dget_offset(dataset);
   if (offset != HADDR_UNDEF && static_cast<double>(offset) + stored > static_cast<double>(file_bytes))

@@ -43,13 +43,18 @@ class Hdf5ProductWriter final : public ProductWriter {
     comm_.run_phase([&] {
       if (!comm_.is_root()) return;
       std::int64_t metadata = 0;
-      layout_text = create_bsr_file(output_.temporary_path(), output_.target(), header_, &metadata).encode();
+      try {
+        layout_text = create_bsr_file(output_.path_for_library(), output_.target(), header_, &metadata).encode();
+      } catch (const OutputError&) {
+        output_.check_not_replaced();  // the clearer reason, when it is one
+        throw;
+      }
       written_ += metadata;
     });
     comm_.broadcast(layout_text, 0);
     const BsrLayout layout = BsrLayout::decode(layout_text);
 
-    comm_.run_phase([&] { file_ = open_writer(output_.temporary_path(), output_.target(), comm_); });
+    comm_.run_phase([&] { file_ = output_.open_writer(); });
     comm_.run_phase([&] {
       content_ = std::make_unique<BsrContentWriter>(*file_, header_, layout);
       // This panel's rows of indptr: global block offsets. The last rank also writes the final entry.

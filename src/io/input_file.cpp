@@ -42,10 +42,17 @@ bool has_hdf5_signature(const std::string& path) {
   static const unsigned char signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
   if (fd < 0) return false;
-  unsigned char head[8] = {};
-  const ssize_t got = ::pread(fd, head, sizeof head, 0);
+  // The superblock follows a user block, if any, whose size is 0 or a power of two from 512 up
+  // (the HDF5 format's rule; libhdf5 searches the same places).
+  bool found = false;
+  for (off_t offset = 0; !found && offset < (off_t{1} << 40); offset = offset == 0 ? 512 : 2 * offset) {
+    unsigned char head[8] = {};
+    const ssize_t got = ::pread(fd, head, sizeof head, offset);
+    if (got != static_cast<ssize_t>(sizeof head)) break;
+    found = std::memcmp(head, signature, sizeof head) == 0;
+  }
   ::close(fd);
-  return got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, signature, sizeof head) == 0;
+  return found;
 }
 
 void explain_foreign_format(const std::string& path) {

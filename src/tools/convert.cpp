@@ -165,7 +165,7 @@ void write_binary(const Source& source, const std::string& target) {
                       " blocks are more than the binary format's int32 k can hold");
   const comm::Communicator single(comm::MpiMode::off, nullptr, nullptr);
   io::AtomicOutput output(target, single);
-  auto file = io::open_writer(output.temporary_path(), target, single);
+  auto file = output.open_writer();
   const std::int32_t header[3] = {h.n, h.m, static_cast<std::int32_t>(h.nnzb)};
   file->write_at(0, header, sizeof header);
   for_each_piece(source, [&](std::int64_t first, std::int64_t count, const std::byte* records) {
@@ -178,8 +178,8 @@ void write_binary(const Source& source, const std::string& target) {
 void write_hdf5(const Source& source, const std::string& target) {
   const comm::Communicator single(comm::MpiMode::off, nullptr, nullptr);
   io::AtomicOutput output(target, single);
-  const io::BsrLayout layout = io::create_bsr_file(output.temporary_path(), target, source.header);
-  auto file = io::open_writer(output.temporary_path(), target, single);
+  const io::BsrLayout layout = io::create_bsr_file(output.path_for_library(), target, source.header);
+  auto file = output.open_writer();
   io::BsrContentWriter content(*file, source.header, layout);
   content.write_indptr(0, source.indptr.data(), static_cast<std::int64_t>(source.indptr.size()));
   for_each_piece(source, [&](std::int64_t first, std::int64_t count, const std::byte* records) {

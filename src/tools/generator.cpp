@@ -198,7 +198,7 @@ GenResult generate(const GenSpec& spec, const std::string& path) {
   GenResult result;
   result.zero_blocks = zero_block_count(spec);
   {
-    const auto writer = io::open_writer(output.temporary_path(), path, single);
+    const auto writer = output.open_writer();
     const std::int32_t header[3] = {spec.n, spec.m, static_cast<std::int32_t>(spec.k)};
     writer->write_at(0, header, sizeof header);
     // Two buffers: threads fill one while the previous one is being written.

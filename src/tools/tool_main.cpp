@@ -17,7 +17,7 @@ namespace blockmm::tools {
 int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::function<int()>& body,
              ExitPolicy policy) {
   const auto fail = [&](const char* what, ExitCode code) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, what);
+    std::fprintf(stderr, "%s: error: %s\n", tool, escape_control_characters(what).c_str());
     return policy.trouble != 0 ? policy.trouble : static_cast<int>(code);
   };
   io::install_cleanup_handlers();
@@ -26,7 +26,8 @@ int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "%s: error: %s\nRun with --help for more information.\n", tool, e.what());
+    std::fprintf(stderr, "%s: error: %s\nRun with --help for more information.\n", tool,
+                 escape_control_characters(e.what()).c_str());
     return policy.trouble != 0 ? policy.trouble : static_cast<int>(ExitCode::usage);
   }
   try {

@@ -476,7 +476,7 @@ TEST_F(Cli, SameFileAsBothOperandsWithRelativePaths) {
   ASSERT_TRUE(succeeded(run_blockmm({"-q", in_dir + "/square.bin", in_dir + "/square.bin", out})));
   EXPECT_TRUE(read_bytes(out) == encode(testing::dense_product(sq, sq)));
   // No temporary files were left beside either output.
-  for (const auto& name : list_dir(in_dir)) EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
+  for (const auto& name : list_dir(in_dir)) EXPECT_EQ(name.find(".blockmm-tmp."), std::string::npos) << name;
   EXPECT_EQ(list_dir(out_dir), std::vector<std::string>{"C.bin"});
 }
 

@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "cli/harness/harness.hpp"
 
@@ -118,11 +119,11 @@ class Child {
   Finished result_;
 };
 
-// The temporary output blockmm creates beside `target` ("." + name + ".tmp-XXXXXX").
+// The temporary output blockmm creates beside `target` ("." + name + ".blockmm-tmp.HOST.PID.XXXXXX").
 std::vector<std::string> temporaries(const std::string& dir, const std::string& name) {
   std::vector<std::string> found;
   for (const std::string& entry : list_dir(dir))
-    if (entry.rfind("." + name + ".tmp-", 0) == 0) found.push_back(dir + "/" + entry);
+    if (entry.rfind("." + name + ".blockmm-tmp.", 0) == 0) found.push_back(dir + "/" + entry);
   return found;
 }
 
@@ -291,6 +292,148 @@ INSTANTIATE_TEST_SUITE_P(TermAndInt, FaultSignal, ::testing::Values(SIGTERM, SIG
                            return std::string(param.param == SIGTERM ? "SIGTERM" : "SIGINT");
                          });
 
+// A run SIGKILLed (or its node lost) cannot clean up: its temporary file stays, named after the
+// host and the process. The next run on the same output removes it (the process is gone) and
+// says so; a temporary file of a live process is left alone.
+TEST(FaultSignal, SigkillLeftoverIsRemovedByTheNextRun) {
+  const LongCase& inputs = LongCase::get();
+  ScratchDir dir("blockmm-fault");
+  const std::string out = dir.subdir("out");
+  const std::string target = out + "/C.bin";
+  Child child([&] {
+    std::vector<std::string> argv{blockmm_bin()};
+    for (const std::string& a : inputs.args(target)) argv.push_back(a);
+    return argv;
+  }());
+  const std::string temp = wait_for_temporary(child, out, "C.bin", 12, 120);
+  ASSERT_FALSE(temp.empty()) << child.wait(10).describe();
+  EXPECT_NE(temp.find(".blockmm-tmp."), std::string::npos);
+  EXPECT_NE(temp.find("." + std::to_string(child.pid()) + "."), std::string::npos) << temp << " lacks the pid";
+  ASSERT_EQ(::kill(child.pid(), SIGKILL), 0);
+  child.wait(30);
+  ASSERT_TRUE(path_exists(temp)) << "SIGKILL cannot be caught: the temporary file should still be there";
+  // A live run's temporary (this test's own pid) must survive the sweep.
+  const std::string pid = std::to_string(child.pid());
+  const std::string live = temp.substr(0, temp.size() - 7 - pid.size()) + std::to_string(::getpid()) + ".abcdef";
+  write_text(live, "a live run's partial output\n");
+
+  write_small_inputs(dir / "A.bin", dir / "B.bin");
+  const RunResult next = run_blockmm({dir / "A.bin", dir / "B.bin", target, "--quiet"}, within(60));
+  EXPECT_EQ(next.exit_code, 0) << next.describe();
+  EXPECT_FALSE(path_exists(temp)) << "the stale temporary file of the killed run was not removed";
+  EXPECT_NE(next.err.find("removed " + temp), std::string::npos) << "the removal was not reported\n" << next.describe();
+  EXPECT_TRUE(path_exists(live)) << "a live process's temporary file was removed";
+  EXPECT_EQ(list_dir(out), (std::vector<std::string>{live.substr(out.size() + 1), "C.bin"}));
+}
+
+// ---------- a temporary output swapped for a link ----------
+
+// Whoever can write the output folder swaps the temporary file for a symlink to another file while
+// blockmm runs: as soon as it exists ("early": before HDF5 lays the file out, before any value),
+// or once values are being written ("late": caught at the commit). blockmm must never write
+// through the link (the victim keeps its bytes and stays a plain file), never rename the link over
+// the target, and fail with exit 4.
+class FaultSwap : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(FaultSwap, SymlinkInPlaceOfTheTemporaryIsNeverWrittenThrough) {
+  const std::string name = "C." + std::get<0>(GetParam());
+  const bool late = std::get<1>(GetParam()) == "late";
+  const LongCase& inputs = LongCase::get();
+  ScratchDir dir("blockmm-fault");
+  const std::string out = dir.subdir("out");
+  const std::string target = out + "/" + name;
+  const std::string victim = dir / "victim.txt";
+  const std::string precious = "a file the attacker wants blockmm to overwrite\n";
+  write_text(target, kPrevious);
+  write_text(victim, precious);
+  Child child([&] {
+    std::vector<std::string> argv{blockmm_bin()};
+    for (const std::string& a : inputs.args(target)) argv.push_back(a);
+    return argv;
+  }());
+  // Late: the HDF5 layout or the binary header is in the file, so the numeric phase has begun.
+  const std::string temp = wait_for_temporary(child, out, name, late ? 12 : 0, 120);
+  ASSERT_FALSE(temp.empty()) << child.wait(10).describe();
+  ASSERT_EQ(::kill(child.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(path_exists(temp)) << "the run ended before the swap (make the case bigger)";
+  const std::string link = out + "/swap";
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::rename(link.c_str(), temp.c_str()), 0);
+  ASSERT_EQ(::kill(child.pid(), SIGCONT), 0);
+  const Finished done = child.wait(180);
+  EXPECT_FALSE(done.timed_out) << done.describe();
+  EXPECT_EQ(done.exit_code, 4) << done.describe();
+  EXPECT_TRUE(one_error_line(done.err, {target, "replaced"})) << done.describe();
+  struct stat st {};
+  ASSERT_EQ(::lstat(victim.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the link's target is no longer a plain file";
+  EXPECT_EQ(slurp(victim), precious) << "blockmm wrote through the link";
+  ASSERT_EQ(::lstat(target.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the link was renamed over the target";
+  EXPECT_EQ(slurp(target), kPrevious) << "the existing output was changed";
+  // The link is the attacker's, not blockmm's to remove; nothing else is left.
+  for (const std::string& entry : list_dir(out)) {
+    if (entry == name) continue;
+    EXPECT_EQ(out + "/" + entry, temp) << "unexpected file left: " << entry;
+    ASSERT_EQ(::lstat((out + "/" + entry).c_str(), &st), 0);
+    EXPECT_TRUE(S_ISLNK(st.st_mode)) << "blockmm's own temporary file was left: " << entry;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FormatsAndMoments, FaultSwap,
+                         ::testing::Combine(::testing::Values("bin", "h5"), ::testing::Values("early", "late")),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& param) {
+                           return std::get<0>(param.param) + "_" + std::get<1>(param.param);
+                         });
+
+// ---------- a file-size limit (ulimit -f) ----------
+
+// Starts `argv` with RLIMIT_FSIZE set to `bytes` (SIGXFSZ left at its default, as a shell's
+// `ulimit -f` leaves it): blockmm and its tools must report EFBIG as exit 4, not die by SIGXFSZ.
+Finished run_with_file_size_limit(rlim_t bytes, const std::vector<std::string>& argv) {
+  struct rlimit old {};
+  ::getrlimit(RLIMIT_FSIZE, &old);
+  struct rlimit limited = old;
+  limited.rlim_cur = bytes;
+  ::setrlimit(RLIMIT_FSIZE, &limited);  // inherited by the child forked next; this process writes nothing meanwhile
+  Child child(argv);
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  return child.wait(120);
+}
+
+::testing::AssertionResult too_large_cleanly(const Finished& done, const std::string& tool, const std::string& target,
+                                             const std::string& dir, const std::vector<std::string>& entries) {
+  auto failure = [&](const std::string& what) { return ::testing::AssertionFailure() << what << "\n" << done.describe(); };
+  if (done.exit_code != 4) return failure("expected exit code 4");
+  const std::vector<std::string> lines = split_lines(done.err);
+  if (lines.size() != 1 || lines[0].rfind(tool + ": error: " + target + ": ", 0) != 0 ||
+      lines[0].find("File too large") == std::string::npos)
+    return failure("expected one line '" + tool + ": error: " + target + ": ... File too large'");
+  if (list_dir(dir) != entries) return failure("partial or temporary output left");
+  return ::testing::AssertionSuccess();
+}
+
+TEST(FaultOutput, FileSizeLimitGivesExit4InEveryProgram) {
+  const std::string inputs = env_or("BLOCKMM_SOURCE_DIR") + "/inputs";  // 144 KB of product
+  ScratchDir dir("blockmm-fault");
+  const std::string out = dir.subdir("out");
+  for (const std::string name : {"C.bin", "C.h5"}) {
+    SCOPED_TRACE(name);
+    write_text(out + "/" + name, kPrevious);
+    const Finished done = run_with_file_size_limit(
+        64 << 10, {blockmm_bin(), inputs + "/A.bin", inputs + "/B.bin", out + "/" + name, "--quiet"});
+    EXPECT_TRUE(too_large_cleanly(done, "blockmm", out + "/" + name, out, {name}));
+    EXPECT_EQ(slurp(out + "/" + name), kPrevious);
+    ::unlink((out + "/" + name).c_str());
+  }
+  const Finished gen = run_with_file_size_limit(
+      64 << 10, {build_dir() + "/blockmm-gen", "--n", "1024", "--m", "4", "--density", "0.5", "-q", out + "/G.bin"});
+  EXPECT_TRUE(too_large_cleanly(gen, "blockmm-gen", out + "/G.bin", out, {}));
+  const Finished convert =
+      run_with_file_size_limit(64 << 10, {build_dir() + "/blockmm-convert", inputs + "/expected_C.bin", out + "/E.h5"});
+  EXPECT_TRUE(too_large_cleanly(convert, "blockmm-convert", out + "/E.h5", out, {}));
+}
+
 // ---------- unreadable inputs ----------
 
 std::string find_program(const std::vector<std::string>& candidates) {
@@ -358,6 +501,31 @@ TEST(FaultInput, FifoGivesExit3WithoutWaitingForAWriter) {
 // ---------- corrupt HDF5 files on which libhdf5 itself crashes or loops ----------
 
 std::vector<std::string> mpiexec_command(int ranks);
+
+// --stats-file in a missing folder under mpirun -np 2: every rank fails with exit 4 before the
+// product replaces the old output (each rank's own exit code is recorded by a wrapper shell).
+TEST(FaultMpiStats, FailingStatsFileFailsEveryRankBeforeTheCommit) {
+  ScratchDir dir("blockmm-fault");
+  write_small_inputs(dir / "A.bin", dir / "B.bin");
+  const std::string out = dir.subdir("out");
+  const std::string target = out + "/C.bin";
+  write_text(target, kPrevious);
+  std::vector<std::string> argv = mpiexec_command(2);
+  for (const std::string& a :
+       {std::string("/bin/sh"), std::string("-c"),
+        std::string("\"$@\"; echo $? > \"") + dir.path() + "/rc.$OMPI_COMM_WORLD_RANK\"", std::string("sh"),
+        blockmm_bin(), dir / "A.bin", dir / "B.bin", target, std::string("--quiet"), std::string("--stats-file"),
+        dir / "no/such/folder/stats.json"})
+    argv.push_back(a);
+  Child job(argv);
+  const Finished done = job.wait(120);
+  EXPECT_FALSE(done.timed_out) << done.describe();
+  EXPECT_EQ(slurp(dir / "rc.0"), "4\n") << done.describe();
+  EXPECT_EQ(slurp(dir / "rc.1"), "4\n") << done.describe();
+  EXPECT_NE(done.err.find("blockmm: error: " + dir / "no/such/folder/stats.json"), std::string::npos) << done.describe();
+  EXPECT_EQ(slurp(target), kPrevious) << "the product replaced the old output although the run failed";
+  EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"});
+}
 
 // Under the asan-ubsan preset, ASan's memcpy interceptor would report libhdf5's bad copy (libhdf5
 // itself is not instrumented) before it faults; the test is about what blockmm does when the

@@ -6,6 +6,7 @@
 // through src/io, so that the checks share no code with what they check.
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -223,6 +224,7 @@ struct Craft {
   std::set<std::string> omit;  // datasets left out
   bool data_is_group = false;
   bool chunked_gzip = false;   // how h5py users often store arrays
+  hsize_t userblock = 0;       // bytes before the superblock (H5Pset_userblock)
 };
 
 Craft craft_from(const InputRecords& records) {
@@ -256,7 +258,11 @@ void write_dataset(hid_t file, const char* name, hid_t file_type, hid_t memory_t
 }
 
 void write_craft(const std::string& path, Craft c) {
-  Handle file{H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+  Handle create{H5Pcreate(H5P_FILE_CREATE), H5Pclose};
+  if (c.userblock > 0) {
+    ASSERT_GE(H5Pset_userblock(create.id, c.userblock), 0);
+  }
+  Handle file{H5Fcreate(path.c_str(), H5F_ACC_TRUNC, create.id, H5P_DEFAULT), H5Fclose};
   ASSERT_GE(file.id, 0) << path;
   if (c.write_format) {
     Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
@@ -653,6 +659,128 @@ TEST_F(Hdf5, OrderIsCheckedAcrossRankShares) {
     write_craft(path, craft);
     EXPECT_TRUE(failed_cleanly(run_mpi(2, {"-q", path, good, out_dir + "/C.h5"}), 3, "blockmm", path, fragment,
                                out_dir, false));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage outside the file: refused (exit 3), never read. A user block: read correctly.
+
+// Adds /data (the values of `c`, stored as uint16) to `path` in one of the ways HDF5 offers to keep
+// a dataset's values in another file, or (soft) under another name of the same file.
+enum class Elsewhere { external_storage, external_fifo, virtual_dataset, external_link, soft_link };
+
+void add_data_elsewhere(const std::string& path, const Craft& c, Elsewhere how, const std::string& dir) {
+  Handle file{H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose};
+  ASSERT_GE(file.id, 0);
+  const std::vector<hsize_t> dims = c.data_dims;
+  Handle space{H5Screate_simple(3, dims.data(), nullptr), H5Sclose};
+  const hsize_t bytes = 2 * dims[0] * dims[1] * dims[2];
+  switch (how) {
+    case Elsewhere::external_storage:
+    case Elsewhere::external_fifo: {
+      const std::string raw = dir + (how == Elsewhere::external_fifo ? "/values.fifo" : "/values.raw");
+      Handle plist{H5Pcreate(H5P_DATASET_CREATE), H5Pclose};
+      ASSERT_GE(H5Pset_external(plist.id, raw.c_str(), 0, bytes), 0);
+      Handle set{H5Dcreate2(file.id, "data", H5T_STD_U16LE, space.id, H5P_DEFAULT, plist.id, H5P_DEFAULT), H5Dclose};
+      ASSERT_GE(set.id, 0);
+      if (how == Elsewhere::external_storage) {
+        ASSERT_GE(H5Dwrite(set.id, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, c.data.data()), 0);
+      } else {
+        ASSERT_EQ(::mkfifo(raw.c_str(), 0600), 0);  // no writer ever comes: a read would block for ever
+      }
+      break;
+    }
+    case Elsewhere::virtual_dataset: {
+      const std::string source = dir + "/source.h5";
+      {
+        Handle other{H5Fcreate(source.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+        Handle set{H5Dcreate2(other.id, "values", H5T_STD_U16LE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                   H5Dclose};
+        ASSERT_GE(H5Dwrite(set.id, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, c.data.data()), 0);
+      }
+      Handle plist{H5Pcreate(H5P_DATASET_CREATE), H5Pclose};
+      ASSERT_GE(H5Pset_virtual(plist.id, space.id, source.c_str(), "/values", space.id), 0);
+      Handle set{H5Dcreate2(file.id, "data", H5T_STD_U16LE, space.id, H5P_DEFAULT, plist.id, H5P_DEFAULT), H5Dclose};
+      ASSERT_GE(set.id, 0);
+      break;
+    }
+    case Elsewhere::external_link: {
+      const std::string other_path = dir + "/other.h5";
+      {
+        Handle other{H5Fcreate(other_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose};
+        write_dataset(other.id, "data", H5T_STD_U16LE, H5T_NATIVE_UINT32, dims, c.data.data(), false);
+      }
+      ASSERT_GE(H5Lcreate_external(other_path.c_str(), "/data", file.id, "data", H5P_DEFAULT, H5P_DEFAULT), 0);
+      break;
+    }
+    case Elsewhere::soft_link: {
+      write_dataset(file.id, "values", H5T_STD_U16LE, H5T_NATIVE_UINT32, dims, c.data.data(), false);
+      ASSERT_GE(H5Lcreate_soft("/values", file.id, "data", H5P_DEFAULT, H5P_DEFAULT), 0);
+      break;
+    }
+  }
+}
+
+TEST_F(Hdf5, ValuesStoredOutsideTheFileAreRefused) {
+  const InputRecords base = base_matrix();
+  const std::string good = put("good.bin", base);
+  const std::vector<std::tuple<std::string, Elsewhere, std::string>> cases = {
+      {"external", Elsewhere::external_storage, "/data keeps its values in an external file"},
+      {"fifo", Elsewhere::external_fifo, "/data keeps its values in an external file"},
+      {"virtual", Elsewhere::virtual_dataset, "/data is a virtual dataset"},
+      {"external-link", Elsewhere::external_link, "/data is an external link"},
+      {"soft-link", Elsewhere::soft_link, "/data is a soft link"},
+  };
+  for (const auto& [name, how, fragment] : cases) {
+    SCOPED_TRACE(name);
+    const std::string dir = scratch.subdir(name);
+    const std::string path = dir + "/A.h5";
+    Craft craft = craft_from(base);
+    craft.omit.insert("data");
+    write_craft(path, craft);
+    add_data_elsewhere(path, craft, how, dir);
+    RunOptions options;
+    options.timeout_seconds = 30;  // the FIFO: a hang is a failure, not a stuck suite
+    EXPECT_TRUE(failed_cleanly(run_blockmm({"-q", path, good, out_dir + "/C.bin"}, options), 3, "blockmm", path,
+                               fragment, out_dir));
+    EXPECT_TRUE(failed_cleanly(run_blockmm({"-q", good, path, out_dir + "/C.h5"}, options), 3, "blockmm", path,
+                               fragment, out_dir));
+    const RunResult convert = run_process({convert_bin(), path, out_dir + "/D.bin"}, options);
+    EXPECT_TRUE(failed_cleanly(convert, 3, "blockmm-convert", path, fragment, out_dir));
+  }
+}
+
+// A user block (H5Pset_userblock: bytes before the HDF5 superblock, for a header of another
+// program) shifts every address in the file; the values must still be the matrix's.
+TEST_F(Hdf5, UserBlockFilesAreReadCorrectly) {
+  std::mt19937_64 rng(77);
+  const InputRecords a = testing::random_blocks(spec_of(60, 4, 0.4, 0.1), rng);
+  const InputRecords b = testing::random_blocks(spec_of(60, 4, 0.4), rng);
+  const std::string pb = put("B.bin", b);
+  for (const hsize_t userblock : {512u, 4096u}) {
+    SCOPED_TRACE(userblock);
+    const std::string path = in_dir + "/A-ub" + std::to_string(userblock) + ".h5";
+    Craft craft = craft_from(a);
+    craft.userblock = userblock;
+    write_craft(path, craft);
+    {
+      std::vector<std::byte> bytes = read_bytes(path);
+      ASSERT_GT(bytes.size(), userblock);
+      for (hsize_t q = 0; q < userblock; ++q) bytes[q] = std::byte{0xa5};  // another program's header
+      write_bytes(path, bytes);
+    }
+    ASSERT_TRUE(succeeded(run_blockmm({"-q", path, pb, work + "/C.bin"})));
+    OutputRecords product;
+    ASSERT_EQ(load(work + "/C.bin", product), "");
+    EXPECT_EQ(product.bytes, sparse_oracle(a, b).bytes);
+    ASSERT_TRUE(succeeded(run_convert({path, work + "/A.bin"})));
+    EXPECT_TRUE(read_bytes(work + "/A.bin") == encode(sorted(a)));
+    // Cut short by one byte: the end the superblock records (relative to the user block) is gone.
+    std::vector<std::byte> bytes = read_bytes(path);
+    bytes.pop_back();
+    write_bytes(path, bytes);
+    EXPECT_TRUE(failed_cleanly(run_blockmm({"-q", path, pb, out_dir + "/C.bin"}), 3, "blockmm", path, "truncated",
+                               out_dir));
   }
 }
 

@@ -32,5 +32,5 @@ rc=$?
 set -e
 [ "$rc" -ne 0 ] || { echo "a bad input succeeded"; exit 1; }
 grep -q "blockmm: error: .*bad.bin: record" "$work/err.txt" || { cat "$work/err.txt"; exit 1; }
-[ ! -e "$work/bad_out.bin" ] && ! ls "$work"/.bad_out.bin.tmp-* >/dev/null 2>&1
+[ ! -e "$work/bad_out.bin" ] && ! ls "$work"/.bad_out.bin.blockmm-tmp.* >/dev/null 2>&1
 echo "OK: MPI-IO reads and writes give the single-process bytes; bad input fails cleanly"
