@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/parallel_failure.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 
 namespace blockmm::kernels {
@@ -75,13 +76,20 @@ TilePattern cpu_symbolic(const Operands& ops) {
 
   // Small panels run on one thread: waking a team costs more than the work.
   const bool parallel = a.blocks() + b.blocks() >= (1 << 14);
+  ParallelFailure failure;  // out of memory in a thread: rethrown after the region
 #pragma omp parallel if (parallel)
   {
-    std::vector<std::int32_t> stamp(static_cast<std::size_t>(p), -1);
-    std::vector<std::uint64_t> row_bits(static_cast<std::size_t>(words));
+    std::vector<std::int32_t> stamp;
+    std::vector<std::uint64_t> row_bits;
     std::vector<std::int32_t> found;
+    failure.run([&] {
+      stamp.assign(static_cast<std::size_t>(p), -1);
+      row_bits.assign(static_cast<std::size_t>(words), 0);
+    });
 #pragma omp for schedule(dynamic, 1)
     for (std::int32_t c = 0; c < chunks; ++c) {
+      if (failure.failed()) continue;  // every thread still reaches the loop's barrier
+      failure.run([&] {
       std::vector<std::int32_t>& out = chunk_cols[c];
       const std::int32_t r_end = std::min(rows, (c + 1) * kRowsPerChunk);
       // Room for the likely output up front: growing by doubling copies and faults pages twice.
@@ -141,8 +149,10 @@ TilePattern cpu_symbolic(const Operands& ops) {
         }
         pattern.row_ptr[r + 1] = static_cast<std::int64_t>(out.size() - before);
       }
+      });
     }
   }
+  failure.rethrow_if_failed();
 
   for (std::int32_t r = 0; r < rows; ++r) pattern.row_ptr[r + 1] += pattern.row_ptr[r];
   pattern.col.resize(static_cast<std::size_t>(pattern.row_ptr[rows]));
