@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "core/error.hpp"
+#include "core/thread_limit.hpp"
 
 #ifndef BLOCKMM_VERSION
 #define BLOCKMM_VERSION "unknown"
@@ -48,7 +49,7 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
   app.add_option("--format", options.format, "output format: auto (by extension) | bin | h5")
       ->check(CLI::IsMember({"auto", "bin", "h5"}))
       ->capture_default_str();
-  app.add_option("--threads", options.threads, "OpenMP threads per rank (default: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
+  app.add_option("--threads", options.threads, "OpenMP threads per rank, at most 1024 (default: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
       ->check(CLI::NonNegativeNumber);
   std::string stats = "off";
   app.add_option("--stats", stats, "print phase times and counts: text, or json for machines")
@@ -72,6 +73,9 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
     options.stats = stats == "json" ? StatsMode::json : stats == "text" ? StatsMode::text : StatsMode::off;
     options.chunk_bytes = parse_size(chunk);
     if (!budget.empty()) options.mem_budget = parse_size(budget);
+    // Before anything exists: libgomp dies without a word when it cannot create a team.
+    check_thread_count(options.threads, "--threads");
+    if (options.threads == 0) check_omp_num_threads_environment();
   } catch (const CLI::ParseError& e) {
     exit_code = e.get_exit_code() == 0 ? 0 : static_cast<int>(ExitCode::usage);
     if (print) {

@@ -41,7 +41,11 @@ bool has_hdf5_signature(const std::string& path) {
 }
 
 std::unique_ptr<InputFile> open_input(const std::string& path, const comm::Communicator& comm) {
-  if (has_hdf5_signature(path)) return open_hdf5_input(path, comm);
+  if (has_hdf5_signature(path)) {
+    std::unique_ptr<InputFile> file = open_hdf5_input(path, comm);
+    check_supported_block_order(path, file->header().m);  // the binary reader checks it with the header
+    return file;
+  }
   return std::make_unique<BinaryInputFile>(path, comm);
 }
 
