@@ -1,12 +1,16 @@
-// A COL380 file mapped read-only for the inspection tools (blockmm-cmp, blockmm-info): header
-// and size checked by io::inspect_binary*, block indices by io::validate_record_indices, and
-// the records then read in place, so multi-GB outputs cost page cache rather than heap.
+// A COL380 file loaded for the inspection tools (blockmm-cmp, blockmm-info): header and size
+// checked by io::inspect_binary*, the whole file then read with pread(2) into memory of its own
+// (anonymous pages, not the heap's arenas, for large files), block indices checked by
+// io::validate_record_indices, and the records read from there. The file is not mapped: a
+// mapping turns a file that shrinks while the tool runs into SIGBUS at some later access, where
+// reading turns it into an InputError at once (and later changes cannot reach the copy).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "core/large_buffer.hpp"
 #include "core/record_layout.hpp"
 #include "io/binary_format.hpp"
 
@@ -15,9 +19,9 @@ namespace blockmm::tools {
 class MappedFile {
  public:
   // `info` from io::inspect_binary or io::inspect_binary_any_width. Throws InputError when the
-  // file cannot be mapped or a block index lies outside [0, n/m).
+  // file cannot be read whole (it changed size since `info`, a read failed or came up short) or
+  // a block index lies outside [0, n/m); std::bad_alloc when it does not fit in memory.
   explicit MappedFile(const io::BinaryFileInfo& info);
-  ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
@@ -28,7 +32,7 @@ class MappedFile {
   std::int64_t values_per_block() const { return std::int64_t{info_.header.m} * info_.header.m; }
   int value_bytes() const { return static_cast<int>(info_.width); }
 
-  const std::byte* record(std::int64_t r) const { return base_ + kHeaderBytes + r * stride_; }
+  const std::byte* record(std::int64_t r) const { return bytes_.data() + kHeaderBytes + r * stride_; }
   std::int32_t row(std::int64_t r) const { return record_row(record(r)); }
   std::int32_t col(std::int64_t r) const { return record_col(record(r)); }
   // Value e of record r, widened (uint16 or uint32 in the file).
@@ -37,8 +41,7 @@ class MappedFile {
 
  private:
   io::BinaryFileInfo info_;
-  const std::byte* base_ = nullptr;
-  std::size_t mapped_bytes_ = 0;
+  LargeVector<std::byte> bytes_;  // the whole file
   std::int64_t stride_ = 0;
 };
 
