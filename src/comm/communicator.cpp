@@ -241,7 +241,7 @@ void Communicator::agree(std::exception_ptr local_error) const {
       const bool resource = e.code() == std::errc::resource_unavailable_try_again ||
                             e.code() == std::errc::not_enough_memory;
       code = static_cast<int>(resource ? ExitCode::resource : ExitCode::other);
-      message = e.what();
+      message = resource ? "cannot start a thread or allocate memory: " + std::string(e.what()) : e.what();
     } catch (const std::exception& e) {
       code = static_cast<int>(ExitCode::other);
       message = e.what();

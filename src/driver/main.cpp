@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <new>
+#include <system_error>
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
@@ -102,6 +103,11 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     report("out of memory");
     comm->abort(static_cast<int>(ExitCode::resource));
+  } catch (const std::system_error& e) {
+    // A thread that could not be started (EAGAIN) is a resource failure like std::bad_alloc.
+    const bool resource = e.code() == std::errc::resource_unavailable_try_again;
+    report(((resource ? "cannot start a thread: " : "") + std::string(e.what())).c_str());
+    comm->abort(static_cast<int>(resource ? ExitCode::resource : ExitCode::other));
   } catch (const std::exception& e) {
     report(e.what());
     comm->abort(static_cast<int>(ExitCode::other));

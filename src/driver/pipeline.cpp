@@ -1,8 +1,10 @@
 #include "driver/pipeline.hpp"
 
 #include <omp.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <future>
 #include <memory>
@@ -28,6 +30,32 @@ int choose_threads(const Options& options, const comm::Communicator& comm) {
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return omp_get_max_threads();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, comm.node_size()));
+}
+
+// Starts the OpenMP team now, before the temporary output exists: libgomp ends the process
+// (exit 1, its own message, the temporary file left behind) when it cannot create a thread.
+// Threads of the same stack size are tried first, so that a shortage (a memory or thread limit)
+// is a ResourceError (exit 5) instead; libgomp then keeps its team for the run's regions.
+void start_thread_team(int threads) {
+  if (threads <= 1) return;
+  std::vector<pthread_t> started;
+  int failed = 0;
+  for (int t = 1; t < threads && failed == 0; ++t) {
+    pthread_t thread;
+    failed = ::pthread_create(&thread, nullptr, [](void*) -> void* { return nullptr; }, nullptr);
+    if (failed == 0) started.push_back(thread);
+  }
+  for (pthread_t thread : started) ::pthread_join(thread, nullptr);
+  if (failed != 0)
+    throw ResourceError("cannot start " + std::to_string(threads) + " threads (" + std::strerror(failed) +
+                        "): lower --threads or raise the memory or process limit");
+  int team = 0;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp atomic
+    ++team;
+  }
+  (void)team;
 }
 
 std::string duplicate_text(const io::InputFile& file, std::int32_t i, std::int32_t j) {
@@ -62,6 +90,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.ranks = comm.size();
   stats.threads = choose_threads(options, comm);
   omp_set_num_threads(stats.threads);
+  comm.run_phase([&] { start_thread_team(stats.threads); });
   Progress progress(comm.is_root() && !options.quiet);
 
   // Read: headers on every rank (cheap), then each rank reads its share of the records.
