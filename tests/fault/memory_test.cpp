@@ -6,6 +6,7 @@
 // in proportion to their records, not to n. ASan reserves terabytes of shadow memory, so the
 // RLIMIT_AS sweep skips itself in sanitizer builds.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -110,6 +112,83 @@ TEST_F(FaultMemory, AddressSpaceLimitGivesExitFiveOrTheRightProductNeverAnAbort)
   }
   EXPECT_GT(out_of_memory, 0) << "no limit made the run fail: the sweep tested nothing";
   EXPECT_GT(succeeded, 0) << "no limit let the run succeed";
+}
+
+// Runs argv to its end (60 s at most) and returns its exit code and peak RSS (wait4).
+Limited run_measured(const std::vector<std::string>& argv) {
+  ScratchDir capture("blockmm-fault-memory-capture");
+  RunOptions options;
+  const pid_t pid = spawn_process(argv, options, capture / "out", capture / "err");
+  Limited out;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int status = 0;
+    struct rusage usage {};
+    if (::wait4(pid, &status, WNOHANG, &usage) == pid) {
+      out.run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      out.max_rss_kb = usage.ru_maxrss;
+      break;
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(60) && !out.run.timed_out) {
+      out.run.timed_out = true;
+      ::kill(-pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::ifstream err(capture / "err");
+  std::ostringstream text;
+  text << err.rdbuf();
+  out.run.err = text.str();
+  return out;
+}
+
+// A 12-byte file may claim n = 2^28 or 2^31 - 1 (m = 1) and no blocks: such a run used to
+// allocate row arrays over all n/m block-rows (11.7 GB for n = 2^28). An empty operand now
+// makes the empty product without them: the run stays within a few MB of a tiny valid run,
+// and the other operand is still checked (a duplicate in it is exit 3).
+TEST_F(FaultMemory, EmptyOperandWithHugeNCostsMemoryByRecordsNotByN) {
+  const auto fill = [](std::uint16_t v) { return std::vector<std::uint16_t>(16, v); };
+  write_bytes(dir / "small_a.bin", encode(make_records(16, 4, {{0, 0, fill(1)}, {1, 2, fill(2)}})));
+  write_bytes(dir / "small_b.bin", encode(make_records(16, 4, {{0, 1, fill(4)}, {2, 0, fill(5)}})));
+  const std::string out_dir = dir.subdir("out");
+  const Limited baseline = run_measured({blockmm_bin(), "-q", "--threads", "1", dir / "small_a.bin", dir / "small_b.bin",
+                                         out_dir + "/C.bin"});
+  ASSERT_EQ(baseline.run.exit_code, 0) << baseline.run.describe();
+  std::remove((out_dir + "/C.bin").c_str());
+
+  const auto record = [](std::int32_t i, std::int32_t j, std::uint16_t v) {
+    std::vector<std::byte> bytes(10);
+    std::memcpy(bytes.data(), &i, 4);
+    std::memcpy(bytes.data() + 4, &j, 4);
+    std::memcpy(bytes.data() + 8, &v, 2);
+    return bytes;
+  };
+  for (const std::int32_t n : {std::int32_t{1} << 28, std::int32_t{2147483647}}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::string empty = dir / "empty.bin", one = dir / "one.bin", twice = dir / "twice.bin";
+    write_bytes(empty, encode_with_header(n, 1, 0, {}));
+    write_bytes(one, encode_with_header(n, 1, 1, record(5, n - 1, 3)));
+    std::vector<std::byte> two = record(n - 2, 7, 3);
+    const std::vector<std::byte> again = record(n - 2, 7, 9);
+    two.insert(two.end(), again.begin(), again.end());
+    write_bytes(twice, encode_with_header(n, 1, 2, two));
+    for (const auto& [a, b] : {std::pair<std::string, std::string>{empty, empty}, {empty, one}, {one, empty}}) {
+      SCOPED_TRACE(a + " x " + b);
+      const Limited run = run_measured({blockmm_bin(), "-q", "--threads", "1", a, b, out_dir + "/C.bin"});
+      EXPECT_EQ(run.run.exit_code, 0) << run.run.describe();
+      EXPECT_EQ(read_bytes(out_dir + "/C.bin"), encode_with_header(n, 1, 0, {}));
+      EXPECT_LT(run.max_rss_kb, baseline.max_rss_kb + 16 * 1024) << "tiny valid run: " << baseline.max_rss_kb << " KB";
+      std::cout << "[ info ] n = " << n << ": peak RSS " << run.max_rss_kb << " KB (tiny valid run: "
+                << baseline.max_rss_kb << " KB)\n";
+      std::remove((out_dir + "/C.bin").c_str());
+    }
+    const Limited dup = run_measured({blockmm_bin(), "-q", "--threads", "1", empty, twice, out_dir + "/C.bin"});
+    EXPECT_EQ(dup.run.exit_code, 3) << dup.run.describe();
+    EXPECT_EQ(dup.run.err, "blockmm: error: " + twice + ": duplicate block (" + std::to_string(n - 2) +
+                               ", 7) at records 0 and 1 (byte offsets 12 and 22)\n");
+    EXPECT_LT(dup.max_rss_kb, baseline.max_rss_kb + 16 * 1024);
+    EXPECT_TRUE(list_dir(out_dir).empty());
+  }
 }
 
 }  // namespace
