@@ -90,65 +90,65 @@ TilePattern cpu_symbolic(const Operands& ops) {
     for (std::int32_t c = 0; c < chunks; ++c) {
       if (failure.failed()) continue;  // every thread still reaches the loop's barrier
       failure.run([&] {
-      std::vector<std::int32_t>& out = chunk_cols[c];
-      const std::int32_t r_end = std::min(rows, (c + 1) * kRowsPerChunk);
-      // Room for the likely output up front: growing by doubling copies and faults pages twice.
-      std::int64_t expected = 0;
-      for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
-        std::int64_t row_estimate = 0;
-        for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1] && row_estimate < p; ++e) {
-          const std::int32_t kr = a.col[e] - b.row_begin;
-          if (kr >= 0 && kr < b.rows_held()) row_estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
+        std::vector<std::int32_t>& out = chunk_cols[c];
+        const std::int32_t r_end = std::min(rows, (c + 1) * kRowsPerChunk);
+        // Room for the likely output up front: growing by doubling copies and faults pages twice.
+        std::int64_t expected = 0;
+        for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
+          std::int64_t row_estimate = 0;
+          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1] && row_estimate < p; ++e) {
+            const std::int32_t kr = a.col[e] - b.row_begin;
+            if (kr >= 0 && kr < b.rows_held()) row_estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
+          }
+          expected += std::min<std::int64_t>(row_estimate, p);
         }
-        expected += std::min<std::int64_t>(row_estimate, p);
-      }
-      out.reserve(static_cast<std::size_t>(expected));
-      for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
-        std::int64_t estimate = 0;
-        for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-          const std::int32_t kr = a.col[e] - b.row_begin;
-          if (kr >= 0 && kr < b.rows_held()) estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
-        }
-        const std::size_t before = out.size();
-        if (estimate > words) {
-          std::fill(row_bits.begin(), row_bits.end(), 0);
+        out.reserve(static_cast<std::size_t>(expected));
+        for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
+          std::int64_t estimate = 0;
           for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
             const std::int32_t kr = a.col[e] - b.row_begin;
-            if (kr < 0 || kr >= b.rows_held()) continue;
-            const std::uint64_t* amask = a.block_mask(e);
-            const std::uint64_t* brow = heavy.row(kr);
-            if (brow != nullptr && mask_full(amask, m)) {
-              for (std::int64_t w = 0; w < words; ++w) row_bits[w] |= brow[w];
-              continue;
+            if (kr >= 0 && kr < b.rows_held()) estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
+          }
+          const std::size_t before = out.size();
+          if (estimate > words) {
+            std::fill(row_bits.begin(), row_bits.end(), 0);
+            for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+              const std::int32_t kr = a.col[e] - b.row_begin;
+              if (kr < 0 || kr >= b.rows_held()) continue;
+              const std::uint64_t* amask = a.block_mask(e);
+              const std::uint64_t* brow = heavy.row(kr);
+              if (brow != nullptr && mask_full(amask, m)) {
+                for (std::int64_t w = 0; w < words; ++w) row_bits[w] |= brow[w];
+                continue;
+              }
+              for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f)
+                if (masks_intersect(amask, b.block_mask(f), mw))
+                  row_bits[b.col[f] >> 6] |= std::uint64_t{1} << (b.col[f] & 63);
             }
-            for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f)
-              if (masks_intersect(amask, b.block_mask(f), mw))
-                row_bits[b.col[f] >> 6] |= std::uint64_t{1} << (b.col[f] & 63);
-          }
-          for (std::int64_t w = 0; w < words; ++w) {
-            for (std::uint64_t bits = row_bits[w]; bits != 0; bits &= bits - 1)
-              out.push_back(static_cast<std::int32_t>(w * 64 + __builtin_ctzll(bits)));
-          }
-        } else {
-          found.clear();
-          const std::int32_t row_id = a.row_begin + r;
-          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-            const std::int32_t kr = a.col[e] - b.row_begin;
-            if (kr < 0 || kr >= b.rows_held()) continue;
-            const std::uint64_t* amask = a.block_mask(e);
-            for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f) {
-              const std::int32_t j = b.col[f];
-              if (stamp[j] != row_id && masks_intersect(amask, b.block_mask(f), mw)) {
-                stamp[j] = row_id;
-                found.push_back(j);
+            for (std::int64_t w = 0; w < words; ++w) {
+              for (std::uint64_t bits = row_bits[w]; bits != 0; bits &= bits - 1)
+                out.push_back(static_cast<std::int32_t>(w * 64 + __builtin_ctzll(bits)));
+            }
+          } else {
+            found.clear();
+            const std::int32_t row_id = a.row_begin + r;
+            for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+              const std::int32_t kr = a.col[e] - b.row_begin;
+              if (kr < 0 || kr >= b.rows_held()) continue;
+              const std::uint64_t* amask = a.block_mask(e);
+              for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f) {
+                const std::int32_t j = b.col[f];
+                if (stamp[j] != row_id && masks_intersect(amask, b.block_mask(f), mw)) {
+                  stamp[j] = row_id;
+                  found.push_back(j);
+                }
               }
             }
+            std::sort(found.begin(), found.end());
+            out.insert(out.end(), found.begin(), found.end());
           }
-          std::sort(found.begin(), found.end());
-          out.insert(out.end(), found.begin(), found.end());
+          pattern.row_ptr[r + 1] = static_cast<std::int64_t>(out.size() - before);
         }
-        pattern.row_ptr[r + 1] = static_cast<std::int64_t>(out.size() - before);
-      }
       });
     }
   }
