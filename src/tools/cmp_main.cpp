@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/thread_limit.hpp"
 #include "io/binary_format.hpp"
 #include "tools/compare.hpp"
 #include "tools/mapped_file.hpp"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   blockmm::tools::ExitPolicy policy;
   policy.trouble = 2;
   return blockmm::tools::run_tool("blockmm-cmp", app, argc, argv, [&] {
+    blockmm::check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
     BinaryFileInfo e = blockmm::io::inspect_binary_any_width(expected_path);
     BinaryFileInfo a = blockmm::io::inspect_binary_any_width(actual_path);
     // An empty file (k = 0) fits either width: take the other file's.

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/thread_limit.hpp"
 #include "io/binary_format.hpp"
 #include "tools/file_summary.hpp"
 #include "tools/mapped_file.hpp"
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   app.footer("Exit codes: 0 success, 2 usage, 3 unreadable or malformed file.");
 
   return blockmm::tools::run_tool("blockmm-info", app, argc, argv, [&] {
+    blockmm::check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
     const blockmm::tools::MappedFile file(blockmm::io::inspect_binary_any_width(path));
     const blockmm::tools::FileSummary summary = blockmm::tools::summarize_file(file);
     const std::string text = json ? blockmm::tools::summary_json(summary) + "\n" : blockmm::tools::summary_text(summary);

@@ -70,6 +70,16 @@ TEST(Limits, ThreadCountsAboveTheLimitAreUsageErrorsBeforeAnyFileExists) {
     EXPECT_TRUE(one_error_line(gen_run, "blockmm-gen: error: ", {c.named, limit}));
     EXPECT_TRUE(list_dir(out_dir).empty());
   }
+  // blockmm-info and blockmm-cmp have no --threads: OMP_NUM_THREADS alone is checked.
+  for (const char* name : {"blockmm-info", "blockmm-cmp"}) {
+    std::vector<std::string> argv = {tool(name), dir / "A.bin"};
+    if (std::string(name) == "blockmm-cmp") argv.push_back(dir / "A.bin");
+    RunOptions options;
+    options.set_env = {"OMP_NUM_THREADS=65535"};
+    const RunResult run = run_process(argv, options);
+    EXPECT_EQ(run.exit_code, 2) << run.describe();  // a usage error for both
+    EXPECT_TRUE(one_error_line(run, std::string(name) + ": error: ", {"OMP_NUM_THREADS=65535", limit}));
+  }
   // The limit itself is allowed, and --threads overrides a huge OMP_NUM_THREADS, which libgomp
   // then never uses (the product must still be right: compare with a one-thread run).
   RunOptions huge_env;
