@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
+#include <tuple>
 
 #include "cli/harness/harness.hpp"
 
@@ -109,6 +111,49 @@ TEST(MpiUsage, UsageErrorMessageIsNeverLostUnderMpiexec) {
       EXPECT_TRUE(list_dir(out_dir).empty());
     }
   }
+}
+
+// An empty operand under mpiexec -n 3: the empty product (header only) without building
+// anything, and a duplicate in the other operand, whose two records are read by different
+// ranks, found through the keys the ranks exchange: exit 3 on every rank, one message.
+TEST(MpiUsage, EmptyOperandGivesTheEmptyProductAndStillFindsDuplicates) {
+  ScratchDir dir("blockmm-mpi-empty");
+  const std::string out_dir = dir.subdir("out");
+  const auto fill = [](std::uint16_t v) { return std::vector<std::uint16_t>(16, v); };
+  const std::string empty = dir / "empty.bin", some = dir / "some.bin", twice = dir / "twice.bin";
+  write_bytes(empty, encode_with_header(64, 4, 0, {}));
+  write_bytes(some, encode(make_records(64, 4, {{1, 2, fill(3)}, {4, 5, fill(1)}, {15, 0, fill(9)}})));
+  // (4, 5) at records 1 and 4 of 5: with 3 ranks reading 1, 2 and 2 records, on ranks 0 and 2.
+  std::vector<std::byte> records;
+  for (const auto& [i, j, v] : std::vector<std::tuple<std::int32_t, std::int32_t, std::uint16_t>>{
+           {1, 2, 3}, {4, 5, 1}, {3, 3, 1}, {7, 7, 1}, {4, 5, 2}}) {
+    const std::vector<std::byte> one = encode(make_records(64, 4, {{i, j, fill(v)}}));
+    records.insert(records.end(), one.begin() + 12, one.end());
+  }
+  write_bytes(twice, encode_with_header(64, 4, 5, records));
+  RunOptions options;
+  options.timeout_seconds = 60;
+  for (const auto& [a, b] : {std::pair<std::string, std::string>{empty, some}, {some, empty}}) {
+    std::vector<std::string> argv = mpiexec(3);
+    for (const std::string& arg : {blockmm_bin(), std::string("-q"), a, b, out_dir + "/C.bin"}) argv.push_back(arg);
+    const RunResult run = run_process(argv, options);
+    ASSERT_EQ(run.exit_code, 0) << run.describe();
+    EXPECT_EQ(read_bytes(out_dir + "/C.bin"), encode_with_header(64, 4, 0, {}));
+    EXPECT_EQ(list_dir(out_dir), std::vector<std::string>{"C.bin"});
+    std::remove((out_dir + "/C.bin").c_str());
+  }
+  std::vector<std::string> argv = mpiexec(3);
+  for (const std::string& arg : {blockmm_bin(), std::string("-q"), empty, twice, out_dir + "/C.bin"}) argv.push_back(arg);
+  const RunResult run = run_process(argv, options);
+  EXPECT_EQ(run.exit_code, 3) << run.describe();
+  int lines = 0;
+  for (const std::string& line : split_lines(run.err))
+    if (line.rfind("blockmm: error: ", 0) == 0) {
+      ++lines;
+      EXPECT_EQ(line, "blockmm: error: " + twice + ": duplicate block (4, 5) at records 1 and 4 (byte offsets 52 and 172)");
+    }
+  EXPECT_EQ(lines, 1) << run.describe();
+  EXPECT_TRUE(list_dir(out_dir).empty());
 }
 
 }  // namespace
