@@ -37,8 +37,11 @@ struct HeavyRowBitsets {
   std::vector<std::uint64_t> bits;
 
   HeavyRowBitsets(const BlockMatrix& b, std::int32_t p) : words((p + 63) / 64) {
-    slot.assign(static_cast<std::size_t>(b.rows_held()), -1);
     std::int64_t heavy = 0;
+    for (std::int32_t r = 0; r < b.rows_held(); ++r) heavy += b.row_ptr[r + 1] - b.row_ptr[r] > words;
+    if (heavy == 0) return;  // sparse B: no slot table either (it would cost 8 bytes a block-row)
+    slot.assign(static_cast<std::size_t>(b.rows_held()), -1);
+    heavy = 0;
     for (std::int32_t r = 0; r < b.rows_held(); ++r)
       if (b.row_ptr[r + 1] - b.row_ptr[r] > words) slot[r] = heavy++;
     bits.assign(static_cast<std::size_t>(heavy * words), 0);
@@ -50,7 +53,9 @@ struct HeavyRowBitsets {
         row_bits[b.col[e] >> 6] |= std::uint64_t{1} << (b.col[e] & 63);
     }
   }
-  const std::uint64_t* row(std::int32_t r) const { return slot[r] < 0 ? nullptr : bits.data() + slot[r] * words; }
+  const std::uint64_t* row(std::int32_t r) const {
+    return slot.empty() || slot[r] < 0 ? nullptr : bits.data() + slot[r] * words;
+  }
 };
 
 }  // namespace
