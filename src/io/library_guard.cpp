@@ -140,7 +140,9 @@ struct Watchdog {
       for (auto d = deadlines.begin(); d != deadlines.end(); ++d)
         if (d->when < earliest->when) earliest = d;
       if (std::chrono::steady_clock::now() >= earliest->when) fail_and_exit(*earliest->message, true, 0);
-      changed.wait_until(hold, earliest->when);
+      // A copy: the guard may end (and its entry go) while this thread waits.
+      const std::chrono::steady_clock::time_point until = earliest->when;
+      changed.wait_until(hold, until);
     }
   }
 };
