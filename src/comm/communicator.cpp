@@ -3,9 +3,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
+#include <system_error>
 
 #include "comm/mpi_check.hpp"
 #include "core/error.hpp"
@@ -161,32 +164,62 @@ LargeVector<std::byte> Communicator::exchange(const std::byte* send, const std::
     send_at[r + 1] = send_at[r] + send_bytes[r];
     recv_at[r + 1] = recv_at[r] + recv_bytes[r];
   }
-  LargeVector<std::byte> received(static_cast<std::size_t>(recv_at[size_]));
+  // Every rank must be able to receive before any rank sends: a rank that cannot allocate its
+  // buffer would otherwise leave its peers waiting forever for messages it never takes. So the
+  // allocation is agreed on (an out-of-memory rank makes every rank throw the same error).
+  LargeVector<std::byte> received;
+  std::exception_ptr allocation_failure;
+  try {
+    received.resize(static_cast<std::size_t>(recv_at[size_]));
+  } catch (...) {
+    allocation_failure = std::current_exception();
+  }
+  agree(allocation_failure);
+
   const std::int64_t piece = mpi_piece_bytes();
   constexpr int kExchangeTag = 7;
   // What stays here is copied; the rest travels point to point in pieces, all posted at once.
   if (send_bytes[rank_] > 0) std::memcpy(received.data() + recv_at[rank_], send + send_at[rank_], send_bytes[rank_]);
   std::vector<MPI_Request> requests;
-  for (int r = 0; r < size_; ++r) {
+  int rc = MPI_SUCCESS;
+  const char* failed_call = "";
+  for (int r = 0; r < size_ && rc == MPI_SUCCESS; ++r) {
     if (r == rank_) continue;
     // One tag for every piece: MPI keeps messages between two ranks on one tag in order.
-    for (std::int64_t first = 0; first < recv_bytes[r]; first += piece) {
-      requests.emplace_back();
+    for (std::int64_t first = 0; first < recv_bytes[r] && rc == MPI_SUCCESS; first += piece) {
+      requests.push_back(MPI_REQUEST_NULL);
       const int count = static_cast<int>(std::min(piece, recv_bytes[r] - first));
-      BLOCKMM_MPI_CHECK(MPI_Irecv(received.data() + recv_at[r] + first, count, MPI_BYTE, r, kExchangeTag,
-                                  MPI_COMM_WORLD, &requests.back()));
+      rc = MPI_Irecv(received.data() + recv_at[r] + first, count, MPI_BYTE, r, kExchangeTag, MPI_COMM_WORLD,
+                     &requests.back());
+      failed_call = "MPI_Irecv";
     }
   }
-  for (int step = 1; step < size_; ++step) {
+  for (int step = 1; step < size_ && rc == MPI_SUCCESS; ++step) {
     const int r = (rank_ + step) % size_;  // stagger destinations to spread the load
-    for (std::int64_t first = 0; first < send_bytes[r]; first += piece) {
-      requests.emplace_back();
+    for (std::int64_t first = 0; first < send_bytes[r] && rc == MPI_SUCCESS; first += piece) {
+      requests.push_back(MPI_REQUEST_NULL);
       const int count = static_cast<int>(std::min(piece, send_bytes[r] - first));
-      BLOCKMM_MPI_CHECK(
-          MPI_Isend(send + send_at[r] + first, count, MPI_BYTE, r, kExchangeTag, MPI_COMM_WORLD, &requests.back()));
+      rc = MPI_Isend(send + send_at[r] + first, count, MPI_BYTE, r, kExchangeTag, MPI_COMM_WORLD, &requests.back());
+      failed_call = "MPI_Isend";
     }
   }
-  BLOCKMM_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    failed_call = "MPI_Waitall";
+  }
+  if (rc != MPI_SUCCESS) {
+    // Nothing may still write into `received` (or read `send`) once this returns: cancel what
+    // is pending and wait for it. The peers may be waiting for messages this rank will never
+    // send, so no collective can settle the error: the job ends here, with the reason.
+    for (MPI_Request& request : requests)
+      if (request != MPI_REQUEST_NULL) (void)MPI_Cancel(&request);
+    for (MPI_Request& request : requests)
+      if (request != MPI_REQUEST_NULL) (void)MPI_Wait(&request, MPI_STATUS_IGNORE);
+    std::fprintf(stderr, "blockmm: error: exchanging blocks between ranks failed: %s: %s\n", failed_call,
+                 mpi_error_string(rc).c_str());
+    std::fflush(stderr);
+    abort(static_cast<int>(ExitCode::other));
+  }
   return received;
 }
 
@@ -202,9 +235,20 @@ void Communicator::agree(std::exception_ptr local_error) const {
     } catch (const std::bad_alloc&) {
       code = static_cast<int>(ExitCode::resource);
       message = "out of memory";
+    } catch (const std::system_error& e) {
+      // A thread that could not be started (EAGAIN) or memory the kernel refused (ENOMEM) is a
+      // resource failure like std::bad_alloc.
+      const bool resource = e.code() == std::errc::resource_unavailable_try_again ||
+                            e.code() == std::errc::not_enough_memory;
+      code = static_cast<int>(resource ? ExitCode::resource : ExitCode::other);
+      message = resource ? "cannot start a thread or allocate memory: " + std::string(e.what()) : e.what();
     } catch (const std::exception& e) {
       code = static_cast<int>(ExitCode::other);
       message = e.what();
+    } catch (...) {
+      // Not a std::exception: still agreed on, or the other ranks would wait for this one forever.
+      code = static_cast<int>(ExitCode::other);
+      message = "internal error: an exception of unknown type";
     }
   }
   if (!uses_mpi_) {

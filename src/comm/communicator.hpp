@@ -55,11 +55,17 @@ class Communicator {
   // Personalised all-to-all of bytes. `send` holds the bytes for rank 0, then rank 1, ...
   // (send_bytes[r] each); the result holds what ranks 0, 1, ... sent here, and recv_bytes
   // their sizes. Any message size (sent in pieces that keep MPI's int counts in range).
+  // Collective: a rank that cannot allocate its receive buffer makes every rank throw the same
+  // error (agree()) before anything is sent. An MPI call that fails once messages are in flight
+  // cannot be agreed on (peers wait for messages that never come): the rank cancels and
+  // completes its pending requests, prints the reason and ends the job (abort, exit code 1).
   LargeVector<std::byte> exchange(const std::byte* send, const std::vector<std::int64_t>& send_bytes,
                                   std::vector<std::int64_t>& recv_bytes) const;
 
   // Phase boundary: every rank passes the error it met (or null). If any rank failed, every
   // rank throws the same blockmm::Error: the code and message of the lowest failing rank.
+  // Exceptions that are not blockmm::Error map to exit code 5 (std::bad_alloc) or 1 (anything
+  // else, std::exception or not).
   void agree(std::exception_ptr local_error) const;
 
   // Runs `phase` and then agree()s on its outcome.

@@ -13,6 +13,10 @@ constexpr std::int64_t kHeaderBytes = 12;  // int32 n, m, k
 // The largest block order whose output record (8 + 4 m^2 bytes) has a size that int64 holds; the
 // readers refuse larger m (only a file without blocks could claim one).
 constexpr std::int32_t kMaxBlockOrder = 1518500249;
+// The largest block order blockmm multiplies: every index within a block, r * m + c, and the
+// count of a block's values fit int32 (46340^2 < 2^31 <= 46341^2), so a block of uint16 values
+// stays below 4 GiB. The readers refuse larger m with a message naming this limit.
+constexpr std::int32_t kMaxSupportedBlockOrder = 46340;
 
 struct MatrixShape {
   std::int32_t n = 0;  // order of the (square) matrix

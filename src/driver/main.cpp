@@ -5,6 +5,7 @@
 #include <string>
 #include <iostream>
 #include <new>
+#include <system_error>
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
@@ -26,6 +27,25 @@ void report(const char* what) {
   std::fprintf(stderr, "blockmm: error: %s\n", blockmm::escape_control_characters(what).c_str());
 }
 
+// Under a launcher every rank finds the same usage error, but only rank 0 prints it, and the
+// launcher ends the job at the first rank that exits non-zero: a rank that exits before rank 0
+// has printed would take the only message with it. So the ranks meet in a barrier (after rank
+// 0 has printed) before any of them exits. Costs an MPI_Init, on this error path only.
+void hold_until_every_rank_has_reported(int* argc, char*** argv) {
+  std::fflush(stderr);
+  std::cerr.flush();
+  const blockmm::comm::MpiMode mode = mpi_mode_from_environment();
+  if (mode == blockmm::comm::MpiMode::off || (mode == blockmm::comm::MpiMode::automatic &&
+                                              !blockmm::comm::launched_by_mpi_launcher()))
+    return;
+  try {
+    const blockmm::comm::Communicator comm(mode, argc, argv);
+    comm.barrier();
+  } catch (...) {
+    // No MPI to meet in: nothing better than exiting.
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,7 +64,10 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  if (!blockmm::driver::parse_options(argc, argv, options, exit_code, !quiet_rank)) return exit_code;
+  if (!blockmm::driver::parse_options(argc, argv, options, exit_code, !quiet_rank)) {
+    if (exit_code != 0) hold_until_every_rank_has_reported(&argc, &argv);
+    return exit_code;
+  }
 
   std::unique_ptr<blockmm::comm::Communicator> comm;
   try {
@@ -92,12 +115,22 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const blockmm::Error& e) {
-    // Errors are agreed on by every rank (same code, same message); rank 0 reports.
+    // Errors are agreed on by every rank (same code, same message); rank 0 reports, and no rank
+    // exits before it has (a launcher may end the job at the first non-zero exit).
     if (comm->is_root()) report(e.what());
+    try {
+      comm->barrier();
+    } catch (...) {
+    }
     return static_cast<int>(e.code());
   } catch (const std::bad_alloc&) {
     report("out of memory");
     comm->abort(static_cast<int>(ExitCode::resource));
+  } catch (const std::system_error& e) {
+    // A thread that could not be started (EAGAIN) is a resource failure like std::bad_alloc.
+    const bool resource = e.code() == std::errc::resource_unavailable_try_again;
+    report(((resource ? "cannot start a thread: " : "") + std::string(e.what())).c_str());
+    comm->abort(static_cast<int>(resource ? ExitCode::resource : ExitCode::other));
   } catch (const std::exception& e) {
     report(e.what());
     comm->abort(static_cast<int>(ExitCode::other));

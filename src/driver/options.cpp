@@ -11,6 +11,7 @@
 #include "build_info.hpp"
 #include "core/error.hpp"
 #include "io/product_writer.hpp"
+#include "core/thread_limit.hpp"
 
 namespace blockmm::driver {
 
@@ -140,7 +141,7 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
   app.add_option("--format", options.format, "output format: auto (by extension) | bin | h5")
       ->check(CLI::IsMember({"auto", "bin", "h5"}))
       ->capture_default_str();
-  app.add_option("--threads", options.threads, "OpenMP threads per rank (default: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
+  app.add_option("--threads", options.threads, "OpenMP threads per rank, at most 1024 (default: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
       ->check(CLI::NonNegativeNumber);
   std::string stats = "off";
   app.add_option("--stats", stats, "print phase times and counts after the run: text (--stats alone) or json; off by default")
@@ -184,6 +185,9 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
     const std::string warning =
         io::output_name_warning(options.out_path, io::choose_output_format(options.out_path, options.format));
     if (!warning.empty() && print) std::cerr << "blockmm: warning: " << warning << "\n";
+    // Before anything exists: libgomp dies without a word when it cannot create a team.
+    check_thread_count(options.threads, "--threads");
+    if (options.threads == 0) check_omp_num_threads_environment();
   } catch (const CLI::ParseError& e) {
     exit_code = e.get_exit_code() == 0 ? 0 : static_cast<int>(ExitCode::usage);
     if (print) {

@@ -1,10 +1,13 @@
 #include "driver/pipeline.hpp"
 
 #include <omp.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <thread>
@@ -29,6 +32,82 @@ int choose_threads(const Options& options, const comm::Communicator& comm) {
   return std::max(1, cores / std::max(1, comm.node_size()));
 }
 
+// Starts the OpenMP team now, before the temporary output exists: libgomp ends the process
+// (exit 1, its own message, the temporary file left behind) when it cannot create a thread.
+// Threads of the same stack size are tried first, so that a shortage (a memory or thread limit)
+// is a ResourceError (exit 5) instead; libgomp then keeps its team for the run's regions.
+void start_thread_team(int threads) {
+  if (threads <= 1) return;
+  std::vector<pthread_t> started;
+  int failed = 0;
+  for (int t = 1; t < threads && failed == 0; ++t) {
+    pthread_t thread;
+    failed = ::pthread_create(&thread, nullptr, [](void*) -> void* { return nullptr; }, nullptr);
+    if (failed == 0) started.push_back(thread);
+  }
+  for (pthread_t thread : started) ::pthread_join(thread, nullptr);
+  if (failed != 0)
+    throw ResourceError("cannot start " + std::to_string(threads) + " threads (" + std::strerror(failed) +
+                        "): lower --threads or raise the memory or process limit");
+  int team = 0;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp atomic
+    ++team;
+  }
+  (void)team;
+}
+
+std::string duplicate_text(const io::InputFile& file, std::int32_t i, std::int32_t j) {
+  return file.path() + ": duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")" +
+         file.locate_duplicate(i, j);
+}
+
+// The smallest block (i, j), as i * 2^32 + j, that the records of all ranks hold twice, or -1.
+// Collective. Each key goes to the rank the key picks, which sorts what it receives: memory in
+// proportion to the records, never to n (the build's row arrays cost 8 bytes a block-row).
+std::int64_t first_duplicate_block(const InputRecords& records, const comm::Communicator& comm) {
+  const int ranks = comm.size();
+  std::vector<std::vector<std::uint64_t>> by_rank(static_cast<std::size_t>(ranks));
+  for (std::int64_t q = 0; q < records.size(); ++q) {
+    const std::uint64_t key = static_cast<std::uint64_t>(record_row(records.record(q))) << 32 |
+                              static_cast<std::uint32_t>(record_col(records.record(q)));
+    by_rank[key % static_cast<std::uint64_t>(ranks)].push_back(key);
+  }
+  std::vector<std::uint64_t> send;
+  std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    send.insert(send.end(), by_rank[r].begin(), by_rank[r].end());
+    send_bytes[r] = static_cast<std::int64_t>(by_rank[r].size() * sizeof(std::uint64_t));
+  }
+  std::vector<std::int64_t> recv_bytes;
+  const LargeVector<std::byte> received = comm.exchange(reinterpret_cast<const std::byte*>(send.data()), send_bytes, recv_bytes);
+  std::vector<std::uint64_t> keys(received.size() / sizeof(std::uint64_t));
+  if (!keys.empty()) std::memcpy(keys.data(), received.data(), keys.size() * sizeof(std::uint64_t));
+  std::sort(keys.begin(), keys.end());
+  std::int64_t local = INT64_MAX;
+  for (std::size_t e = 1; e < keys.size() && local == INT64_MAX; ++e)
+    if (keys[e] == keys[e - 1]) local = static_cast<std::int64_t>(keys[e]);
+  const std::int64_t global = -comm.max(-local);
+  return global == INT64_MAX ? -1 : global;
+}
+
+// Per-rank phase times, gathered for --stats (collective).
+void gather_phase_times(const PhaseTimes& mine, const comm::Communicator& comm, RunStats& stats) {
+  double PhaseTimes::*const phases[] = {&PhaseTimes::read,    &PhaseTimes::exchange,        &PhaseTimes::build,
+                                        &PhaseTimes::setup,   &PhaseTimes::symbolic,        &PhaseTimes::numeric,
+                                        &PhaseTimes::numeric_compute, &PhaseTimes::write,   &PhaseTimes::commit,
+                                        &PhaseTimes::total};
+  stats.per_rank.resize(static_cast<std::size_t>(comm.size()));
+  for (double PhaseTimes::*phase : phases) {
+    const std::vector<double> per_rank = comm.gather_all(mine.*phase);
+    for (int r = 0; r < comm.size(); ++r) {
+      stats.per_rank[r].*phase = per_rank[r];
+      stats.slowest.*phase = std::max(stats.slowest.*phase, per_rank[r]);
+    }
+  }
+}
+
 }  // namespace
 
 RunStats run_product(const Options& options, const comm::Communicator& comm) {
@@ -43,6 +122,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.ranks = comm.size();
   stats.threads = choose_threads(options, comm);
   omp_set_num_threads(stats.threads);
+  comm.run_phase([&] { start_thread_team(stats.threads); });
   ProgressConfig progress_config = progress_config_for_stderr(options.quiet ? "none" : options.progress,
                                                               options.progress_interval);
   if (!comm.is_root()) progress_config.style = ProgressStyle::none;  // rank 0 speaks for the run
@@ -76,6 +156,47 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.output_format = format == io::OutputFormat::hdf5 ? "hdf5" : "binary";
   std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(format, options.out_path, comm);
   mine.read = clock.lap();
+
+  if (stats.a_records == 0 || stats.b_records == 0) {
+    // An empty operand makes an empty product: nothing is built or multiplied, so that memory
+    // follows the records, not n (a 12-byte file may claim n = 2^31 - 1). The other operand's
+    // records are still read and checked: indices when read, duplicates here.
+    const std::int32_t p = shape.block_rows();
+    comm.run_phase([&] {
+      for (const io::InputFile* file : {a_file.get(), b_file.get()}) {
+        const InputRecords records = file->read_records(io::record_share(file->header().k, comm.rank(), comm.size()));
+        const std::int64_t twice = first_duplicate_block(records, comm);
+        if (twice < 0) continue;
+        const auto i = static_cast<std::int32_t>(twice >> 32), j = static_cast<std::int32_t>(twice & 0xFFFFFFFF);
+        // Rank 0's message is the one agreed on: only it scans the file for the records' places.
+        throw InputError(comm.is_root() ? duplicate_text(*file, i, j) : "duplicate block");
+      }
+      if (cuda_warm_up.valid()) cuda_warm_up.wait();
+      stats.backend = choose_backend(options, comm, stats.threads, 0)->name();
+    });
+    mine.build = clock.lap();
+    // Each rank's panel is its share of the block-rows. The HDF5 writer writes /indptr from the
+    // panel's row pointers (the file holds n/m + 1 of them anyway); the binary writer needs none.
+    const std::vector<std::int32_t> rows = partition::equal_row_ranges(p, comm.size());
+    OutputLayout empty;
+    empty.row_begin = rows[comm.rank()];
+    empty.row_end = rows[comm.rank() + 1];
+    const bool row_pointers = format == io::OutputFormat::hdf5;
+    empty.row_ptr.assign(row_pointers ? static_cast<std::size_t>(empty.row_end - empty.row_begin) + 1 : 1, 0);
+    progress.phase("committing output");
+    comm.run_phase([&] { writer->begin(shape, 0, 0, empty); });
+    writer->finish();
+    mine.commit = clock.lap();
+    stats.device = "none (empty product)";
+    stats.output_bytes = comm.sum(writer->bytes_written());
+    stats.rank_work.assign(static_cast<std::size_t>(comm.size()), 0);
+    stats.rank_rows = comm.gather_all(static_cast<std::int64_t>(empty.row_end - empty.row_begin));
+    progress.finish();
+    mine.total = total_clock.seconds();
+    gather_phase_times(mine, comm, stats);
+    stats.rank_bytes_exchanged = comm.gather_all(std::int64_t{0});
+    return stats;
+  }
 
   // Which records this rank multiplies (several ranks: balanced block-row ranges, exchanged).
   progress.phase("partitioning");
@@ -159,19 +280,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   progress.finish();
   mine.total = total_clock.seconds();
 
-  // Per-rank figures, gathered for --stats.
-  double PhaseTimes::*const phases[] = {&PhaseTimes::read,    &PhaseTimes::exchange,        &PhaseTimes::build,
-                                        &PhaseTimes::setup,   &PhaseTimes::symbolic,        &PhaseTimes::numeric,
-                                        &PhaseTimes::numeric_compute, &PhaseTimes::write,   &PhaseTimes::commit,
-                                        &PhaseTimes::total};
-  stats.per_rank.resize(static_cast<std::size_t>(comm.size()));
-  for (double PhaseTimes::*phase : phases) {
-    const std::vector<double> per_rank = comm.gather_all(mine.*phase);
-    for (int r = 0; r < comm.size(); ++r) {
-      stats.per_rank[r].*phase = per_rank[r];
-      stats.slowest.*phase = std::max(stats.slowest.*phase, per_rank[r]);
-    }
-  }
+  gather_phase_times(mine, comm, stats);
   stats.rank_bytes_exchanged = comm.gather_all(dist.exchanged.bytes_sent + dist.exchanged.bytes_received);
   return stats;
 }

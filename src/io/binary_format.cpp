@@ -66,7 +66,19 @@ void check_header(const BinaryFileInfo& f) {
                      std::to_string(static_cast<std::int64_t>(expected)) + " bytes, file has " +
                      std::to_string(f.file_bytes));
   }
+  check_supported_block_order(path, h.m);
 }
+
+}  // namespace
+
+void check_supported_block_order(const std::string& path, std::int32_t m) {
+  if (m > kMaxSupportedBlockOrder)
+    throw InputError(path + ": m = " + std::to_string(m) + " exceeds the largest block order blockmm supports, " +
+                     std::to_string(kMaxSupportedBlockOrder) + " (block indices r*m + c must fit int32; a block of " +
+                     "m*m uint16 values stays below 4 GiB)");
+}
+
+namespace {
 
 BinaryFileInfo read_header(const std::string& path) {
   Fd file;

@@ -23,8 +23,11 @@ struct BinaryFileInfo {
 };
 
 // Opens `path`, reads the header and checks it and the file size: n > 0, m > 0, m divides n,
-// 0 <= k <= (n/m)^2, size == 12 + k * (8 + width * m^2). Nothing is allocated from the header.
+// 0 <= k <= (n/m)^2, size == 12 + k * (8 + width * m^2), then m <= 46340. Nothing is allocated from the header.
 BinaryFileInfo inspect_binary(const std::string& path, ValueWidth width);
+
+// Throws InputError naming `path` when m exceeds kMaxSupportedBlockOrder (46340), for both formats.
+void check_supported_block_order(const std::string& path, std::int32_t m);
 
 // Which width fits the file's size, for tools that accept both inputs and outputs; throws when neither does.
 BinaryFileInfo inspect_binary_any_width(const std::string& path);

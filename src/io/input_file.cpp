@@ -79,7 +79,11 @@ BinaryFileInfo inspect_binary_explained(const std::string& path, const ValueWidt
 }
 
 std::unique_ptr<InputFile> open_input(const std::string& path, const comm::Communicator& comm) {
-  if (has_hdf5_signature(path)) return open_hdf5_input(path, comm);
+  if (has_hdf5_signature(path)) {
+    std::unique_ptr<InputFile> file = open_hdf5_input(path, comm);
+    check_supported_block_order(path, file->header().m);  // the binary reader checks it with the header
+    return file;
+  }
   return std::make_unique<BinaryInputFile>(path, comm);
 }
 

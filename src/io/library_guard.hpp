@@ -4,12 +4,22 @@
 // user who passes one to blockmm must get the one-line bad-input error and exit code 3, not a
 // segmentation fault or a job that hangs until its time limit.
 //
-// While a guard lives, a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) and, when
-// `timeout_seconds` > 0, the expiry of that many seconds print one line naming the file and the
-// cause, remove the temporary output file (as SIGTERM does) and end the process with exit code 3
-// at once: the library's state cannot be trusted after either, so nothing else runs. Guards nest;
-// the innermost one speaks. In fuzzing builds (BLOCKMM_FUZZING) guards do nothing, so that the
-// sanitizers and libFuzzer see the library's faults themselves.
+// While a guard lives, a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) raised by the
+// thread that made the guard and, when `timeout_seconds` > 0, the expiry of that many seconds
+// print one line naming the file and the cause, remove the temporary output file (as SIGTERM
+// does) and end the process with exit code 3 at once: the library's state cannot be trusted
+// after either, so nothing else runs. Guards nest; the innermost one of the thread speaks.
+//
+// Threads: guards are per thread. Any number of threads may hold guards at once, in any order.
+// The handlers are installed while at least one guard lives (once, under a lock) and then the
+// previous dispositions come back; a fatal signal on a thread without a guard goes to the
+// previous disposition (a crash elsewhere is not blamed on the library). Each thread that makes
+// a guard gets an alternate signal stack of its own (a crash may be a stack overflow), kept
+// until the thread ends. Timeouts are watched by one helper thread (no process-wide alarm(2)),
+// each guard against its own deadline.
+//
+// In fuzzing builds (BLOCKMM_FUZZING) guards do nothing, so that the sanitizers and libFuzzer
+// see the library's faults themselves.
 #pragma once
 
 #include <string>

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/parallel_failure.hpp"
 
 namespace blockmm::operands {
 namespace {
@@ -17,7 +18,7 @@ void set_bit(std::uint64_t* mask, std::int32_t bit) { mask[bit >> 6] |= std::uin
 void compute_mask(const std::uint16_t* v, std::int32_t m, OperandRole role, std::uint64_t* mask) {
   for (std::int32_t r = 0; r < m; ++r)
     for (std::int32_t c = 0; c < m; ++c)
-      if (v[r * m + c] != 0) set_bit(mask, role == OperandRole::left ? c : r);
+      if (v[std::int64_t{r} * m + c] != 0) set_bit(mask, role == OperandRole::left ? c : r);
 }
 
 bool all_zero(const std::uint16_t* v, std::int64_t count) {
@@ -180,16 +181,25 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   std::int64_t duplicate_at = -1;
   int column_bits = 0;
   while (column_bits < 31 && (std::int64_t{1} << column_bits) < records.shape.block_rows()) ++column_bits;
+  ParallelFailure failure;  // a thread's scratch may not fit: rethrown after the region
 #pragma omp parallel reduction(max : duplicate_at) if (count >= kParallelItems)
   {
     std::vector<std::uint64_t> scratch;  // per thread, grown to the longest row it sorts
 #pragma omp for schedule(dynamic, 64)
     for (std::int32_t r = 0; r < rows; ++r) {
+      if (failure.failed()) continue;
       std::uint64_t* row_keys = keys.data() + start[r];
       const std::int64_t row_size = start[r + 1] - start[r];
       // Files written in row-major order (blockmm's own outputs) arrive sorted: no sort then.
       if (!std::is_sorted(row_keys, row_keys + row_size)) {
-        if (scratch.size() < static_cast<std::size_t>(row_size)) scratch.resize(static_cast<std::size_t>(row_size));
+        if (scratch.size() < static_cast<std::size_t>(row_size)) {
+          try {
+            scratch.resize(static_cast<std::size_t>(row_size));
+          } catch (...) {
+            failure.capture();
+            continue;
+          }
+        }
         sort_row_by_column(row_keys, row_size, column_bits, scratch.data());
       }
       std::int64_t kept = 0;
@@ -200,6 +210,7 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
       matrix.row_ptr[r + 1] = kept;
     }
   }
+  failure.rethrow_if_failed();
   if (duplicate_at >= 0)
     throw InputError(duplicate_message(record_row(records.record(key_record(keys[duplicate_at]))),
                                        key_col(keys[duplicate_at])));

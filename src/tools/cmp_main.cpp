@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/thread_limit.hpp"
 #include "io/binary_format.hpp"
 #include "tools/compare.hpp"
 #include "tools/mapped_file.hpp"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   blockmm::tools::ExitPolicy policy;
   policy.trouble = 2;
   return blockmm::tools::run_tool("blockmm-cmp", app, argc, argv, [&] {
+    blockmm::check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
     using blockmm::tools::MappedFile;
     const std::unique_ptr<MappedFile> expected = MappedFile::open(expected_path);
     const std::unique_ptr<MappedFile> actual = MappedFile::open(actual_path);

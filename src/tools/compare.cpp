@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/parallel_failure.hpp"
 #include "tools/block_index.hpp"
 
 namespace blockmm::tools {
@@ -104,10 +105,18 @@ Comparison compare_files(const MappedFile& expected, const MappedFile& actual, b
   std::string first_text;
   std::int64_t expected_blocks = 0, actual_blocks = 0, differing_blocks = 0, differing_values = 0, missing = 0,
                extra = 0, actual_zero = 0;
+  ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic, 16) reduction(+ : expected_blocks, actual_blocks, differing_blocks, \
                                                              differing_values, missing, extra, actual_zero)
   for (std::int32_t i = 0; i < p; ++i) {
-    RowOutcome row = compare_row(i, expected, ei, actual, ai);
+    if (failure.failed()) continue;
+    RowOutcome row;
+    try {
+      row = compare_row(i, expected, ei, actual, ai);  // builds strings: may run out of memory
+    } catch (...) {
+      failure.capture();
+      continue;
+    }
     expected_blocks += row.expected_blocks;
     actual_blocks += row.actual_blocks;
     differing_blocks += row.differing_blocks;
@@ -119,10 +128,11 @@ Comparison compare_files(const MappedFile& expected, const MappedFile& actual, b
 #pragma omp critical(blockmm_cmp_first)
       if (i < first_row) {
         first_row = i;
-        first_text = std::move(row.first);
+        first_text = std::move(row.first);  // a move: no allocation
       }
     }
   }
+  failure.rethrow_if_failed();
   c.expected_blocks = expected_blocks;
   c.actual_blocks = actual_blocks;
   c.differing_blocks = differing_blocks;

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/record_layout.hpp"
+#include "core/thread_limit.hpp"
 #include "tools/generator.hpp"
 #include "tools/tool_main.hpp"
 
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--zero-blocks", spec.zero_blocks, "fraction of the k blocks that are all zero (the rest never are)")
       ->capture_default_str();
-  app.add_option("--threads", threads, "OpenMP threads (default: OMP_NUM_THREADS or all cores)")
+  app.add_option("--threads", threads, "OpenMP threads, at most 1024 (default: OMP_NUM_THREADS or all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("-q,--quiet", quiet, "no summary line");
   app.footer("Exit codes: 0 success, 2 usage, 4 output failure.");
@@ -72,6 +74,11 @@ int main(int argc, char** argv) {
     spec.k = k;
     spec.order = order == "sorted" ? RecordOrder::sorted : order == "reverse" ? RecordOrder::reverse : RecordOrder::shuffled;
     blockmm::tools::check_spec(spec);
+    if (spec.m > blockmm::kMaxSupportedBlockOrder)
+      throw blockmm::UsageError("--m " + std::to_string(spec.m) + " exceeds the largest block order blockmm supports, " +
+                                std::to_string(blockmm::kMaxSupportedBlockOrder) + " (a block of m*m uint16 values stays below 4 GiB)");
+    blockmm::check_thread_count(threads, "--threads");
+    if (threads == 0) blockmm::check_omp_num_threads_environment();
     if (threads > 0) omp_set_num_threads(threads);
 
     const auto start = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/parallel_failure.hpp"
 #include "core/record_layout.hpp"
 #include "io/atomic_output.hpp"
 #include "io/file_access.hpp"
@@ -41,11 +42,13 @@ Pattern make_pattern(const GenSpec& spec, std::uint64_t seed_key) {
   std::partial_sum(counts.begin(), counts.end(), pattern.row_offset.begin() + 1);
   pattern.block.resize(static_cast<std::size_t>(spec.k));
   const std::uint64_t columns_key = derive(seed_key, kColumns);
+  ParallelFailure failure;  // a thread's bitmap may not fit: rethrown after the region
 #pragma omp parallel
   {
     std::vector<std::uint64_t> bits;  // this thread's bitmap over [0, p), all clear between rows
 #pragma omp for schedule(dynamic, 16)
     for (std::int64_t i = 0; i < p; ++i) {
+      if (failure.failed()) continue;
       const std::int64_t c = counts[static_cast<std::size_t>(i)];
       std::uint64_t* out = pattern.block.data() + pattern.row_offset[static_cast<std::size_t>(i)];
       if (c == 0) continue;
@@ -57,7 +60,12 @@ Pattern make_pattern(const GenSpec& spec, std::uint64_t seed_key) {
       const KeyedPermutation columns(derive(columns_key, static_cast<std::uint64_t>(i)), static_cast<std::uint64_t>(p));
       if (c * 32 >= p) {
         // Dense row: mark a bitmap and read it back in order, cheaper than sorting.
-        bits.resize(static_cast<std::size_t>((p + 63) / 64), 0);
+        try {
+          bits.resize(static_cast<std::size_t>((p + 63) / 64), 0);
+        } catch (...) {
+          failure.capture();
+          continue;
+        }
         for (std::int64_t x = 0; x < c; ++x) {
           const std::uint64_t j = columns(static_cast<std::uint64_t>(x));
           bits[j >> 6] |= std::uint64_t{1} << (j & 63);
@@ -74,6 +82,7 @@ Pattern make_pattern(const GenSpec& spec, std::uint64_t seed_key) {
       }
     }
   }
+  failure.rethrow_if_failed();
   return pattern;
 }
 

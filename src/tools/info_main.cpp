@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "core/thread_limit.hpp"
 #include "tools/file_summary.hpp"
 #include "tools/mapped_file.hpp"
 #include "tools/tool_main.hpp"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   app.footer("Exit codes: 0 success, 2 usage, 3 unreadable or malformed file.");
 
   return blockmm::tools::run_tool("blockmm-info", app, argc, argv, [&] {
+    blockmm::check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
     const std::unique_ptr<blockmm::tools::MappedFile> file = blockmm::tools::MappedFile::open(path);
     const blockmm::tools::FileSummary summary = blockmm::tools::summarize_file(*file);
     const std::string text = json ? blockmm::tools::summary_json(summary) + "\n" : blockmm::tools::summary_text(summary);

@@ -1,46 +1,58 @@
 #include "tools/mapped_file.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <vector>
 
 #include "core/error.hpp"
+#include "io/file_access.hpp"
 #include "io/hdf5_bsr.hpp"
 #include "io/input_file.hpp"
 
 namespace blockmm::tools {
 
 MappedFile::MappedFile(const io::BinaryFileInfo& info) : info_(info), stride_(info.record_bytes()) {
-  const int fd = ::open(info.path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(info.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw InputError(info.path + ": cannot open: " + std::strerror(errno));
-  mapped_bytes_ = static_cast<std::size_t>(info.file_bytes);
-  void* base = ::mmap(nullptr, mapped_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int saved = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) throw InputError(info.path + ": cannot map the file: " + std::strerror(saved));
-  base_ = static_cast<const std::byte*>(base);
-  try {
-    io::validate_record_indices(info_, base_ + kHeaderBytes, 0, info_.header.k);
-  } catch (...) {
-    ::munmap(const_cast<std::byte*>(base_), mapped_bytes_);
-    throw;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw InputError(info.path + ": cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) || static_cast<std::int64_t>(st.st_size) != info.file_bytes)
+    throw InputError(info.path + ": the file changed while being read (it had " + std::to_string(info.file_bytes) +
+                     " bytes, now " + std::to_string(static_cast<long long>(st.st_size)) + ")");
+  bytes_.resize(static_cast<std::size_t>(info.file_bytes));
+  // Pieces on several threads: one thread alone copies a cached file at a fraction of the
+  // memory bandwidth. A short read (the file shrank meanwhile) is an InputError.
+  const std::int64_t total = info.file_bytes;
+  const std::int64_t piece = std::int64_t{64} << 20;
+  const std::int64_t pieces = (total + piece - 1) / piece;
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic, 1) if (pieces > 1)
+  for (std::int64_t c = 0; c < pieces; ++c) {
+    try {
+      const std::int64_t first = c * piece;
+      io::read_fully(fd, first, bytes_.data() + first, std::min(piece, total - first), info.path);
+    } catch (...) {
+#pragma omp critical(blockmm_loaded_file_failure)
+      if (!failure) failure = std::current_exception();
+    }
   }
+  if (failure) std::rethrow_exception(failure);
+  io::validate_record_indices(info_, bytes_.data() + kHeaderBytes, 0, info_.header.k);
 }
 
-MappedFile::MappedFile(const io::BinaryFileInfo& info, std::vector<std::byte> records)
-    : info_(info), heap_(std::move(records)), stride_(info.record_bytes()) {
-  base_ = heap_.data();
-}
-
-MappedFile::~MappedFile() {
-  if (heap_.empty()) ::munmap(const_cast<std::byte*>(base_), mapped_bytes_);
-}
+MappedFile::MappedFile(const io::BinaryFileInfo& info, LargeVector<std::byte> records)
+    : info_(info), bytes_(std::move(records)), stride_(info.record_bytes()), hdf5_(true) {}
 
 std::unique_ptr<MappedFile> MappedFile::open(const std::string& path, const io::ValueWidth* width) {
   if (!io::has_hdf5_signature(path))
@@ -61,7 +73,7 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string& path, const io::
     throw ResourceError(path + ": " + std::to_string(h.nnzb) + " blocks of " + std::to_string(stride) +
                         " bytes are too many to load into memory");
   // The header bytes keep record(r)'s arithmetic the binary layout's and make heap_ never empty.
-  std::vector<std::byte> records(static_cast<std::size_t>(kHeaderBytes + h.nnzb * stride));
+  LargeVector<std::byte> records(static_cast<std::size_t>(kHeaderBytes + h.nnzb * stride));
   const std::int64_t per_piece = std::max<std::int64_t>(1, (std::int64_t{32} << 20) / stride);
   for (std::int64_t first = 0; first < h.nnzb; first += per_piece) {
     const std::int64_t count = std::min(per_piece, h.nnzb - first);

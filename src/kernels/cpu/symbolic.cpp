@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/parallel_failure.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 
 namespace blockmm::kernels {
@@ -36,8 +37,11 @@ struct HeavyRowBitsets {
   std::vector<std::uint64_t> bits;
 
   HeavyRowBitsets(const BlockMatrix& b, std::int32_t p) : words((p + 63) / 64) {
-    slot.assign(static_cast<std::size_t>(b.rows_held()), -1);
     std::int64_t heavy = 0;
+    for (std::int32_t r = 0; r < b.rows_held(); ++r) heavy += b.row_ptr[r + 1] - b.row_ptr[r] > words;
+    if (heavy == 0) return;  // sparse B: no slot table either (it would cost 8 bytes a block-row)
+    slot.assign(static_cast<std::size_t>(b.rows_held()), -1);
+    heavy = 0;
     for (std::int32_t r = 0; r < b.rows_held(); ++r)
       if (b.row_ptr[r + 1] - b.row_ptr[r] > words) slot[r] = heavy++;
     bits.assign(static_cast<std::size_t>(heavy * words), 0);
@@ -49,7 +53,9 @@ struct HeavyRowBitsets {
         row_bits[b.col[e] >> 6] |= std::uint64_t{1} << (b.col[e] & 63);
     }
   }
-  const std::uint64_t* row(std::int32_t r) const { return slot[r] < 0 ? nullptr : bits.data() + slot[r] * words; }
+  const std::uint64_t* row(std::int32_t r) const {
+    return slot.empty() || slot[r] < 0 ? nullptr : bits.data() + slot[r] * words;
+  }
 };
 
 }  // namespace
@@ -75,74 +81,83 @@ TilePattern cpu_symbolic(const Operands& ops) {
 
   // Small panels run on one thread: waking a team costs more than the work.
   const bool parallel = a.blocks() + b.blocks() >= (1 << 14);
+  ParallelFailure failure;  // out of memory in a thread: rethrown after the region
 #pragma omp parallel if (parallel)
   {
-    std::vector<std::int32_t> stamp(static_cast<std::size_t>(p), -1);
-    std::vector<std::uint64_t> row_bits(static_cast<std::size_t>(words));
+    std::vector<std::int32_t> stamp;
+    std::vector<std::uint64_t> row_bits;
     std::vector<std::int32_t> found;
+    failure.run([&] {
+      stamp.assign(static_cast<std::size_t>(p), -1);
+      row_bits.assign(static_cast<std::size_t>(words), 0);
+    });
 #pragma omp for schedule(dynamic, 1)
     for (std::int32_t c = 0; c < chunks; ++c) {
-      std::vector<std::int32_t>& out = chunk_cols[c];
-      const std::int32_t r_end = std::min(rows, (c + 1) * kRowsPerChunk);
-      // Room for the likely output up front: growing by doubling copies and faults pages twice.
-      std::int64_t expected = 0;
-      for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
-        std::int64_t row_estimate = 0;
-        for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1] && row_estimate < p; ++e) {
-          const std::int32_t kr = a.col[e] - b.row_begin;
-          if (kr >= 0 && kr < b.rows_held()) row_estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
+      if (failure.failed()) continue;  // every thread still reaches the loop's barrier
+      failure.run([&] {
+        std::vector<std::int32_t>& out = chunk_cols[c];
+        const std::int32_t r_end = std::min(rows, (c + 1) * kRowsPerChunk);
+        // Room for the likely output up front: growing by doubling copies and faults pages twice.
+        std::int64_t expected = 0;
+        for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
+          std::int64_t row_estimate = 0;
+          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1] && row_estimate < p; ++e) {
+            const std::int32_t kr = a.col[e] - b.row_begin;
+            if (kr >= 0 && kr < b.rows_held()) row_estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
+          }
+          expected += std::min<std::int64_t>(row_estimate, p);
         }
-        expected += std::min<std::int64_t>(row_estimate, p);
-      }
-      out.reserve(static_cast<std::size_t>(expected));
-      for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
-        std::int64_t estimate = 0;
-        for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-          const std::int32_t kr = a.col[e] - b.row_begin;
-          if (kr >= 0 && kr < b.rows_held()) estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
-        }
-        const std::size_t before = out.size();
-        if (estimate > words) {
-          std::fill(row_bits.begin(), row_bits.end(), 0);
+        out.reserve(static_cast<std::size_t>(expected));
+        for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
+          std::int64_t estimate = 0;
           for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
             const std::int32_t kr = a.col[e] - b.row_begin;
-            if (kr < 0 || kr >= b.rows_held()) continue;
-            const std::uint64_t* amask = a.block_mask(e);
-            const std::uint64_t* brow = heavy.row(kr);
-            if (brow != nullptr && mask_full(amask, m)) {
-              for (std::int64_t w = 0; w < words; ++w) row_bits[w] |= brow[w];
-              continue;
+            if (kr >= 0 && kr < b.rows_held()) estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
+          }
+          const std::size_t before = out.size();
+          if (estimate > words) {
+            std::fill(row_bits.begin(), row_bits.end(), 0);
+            for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+              const std::int32_t kr = a.col[e] - b.row_begin;
+              if (kr < 0 || kr >= b.rows_held()) continue;
+              const std::uint64_t* amask = a.block_mask(e);
+              const std::uint64_t* brow = heavy.row(kr);
+              if (brow != nullptr && mask_full(amask, m)) {
+                for (std::int64_t w = 0; w < words; ++w) row_bits[w] |= brow[w];
+                continue;
+              }
+              for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f)
+                if (masks_intersect(amask, b.block_mask(f), mw))
+                  row_bits[b.col[f] >> 6] |= std::uint64_t{1} << (b.col[f] & 63);
             }
-            for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f)
-              if (masks_intersect(amask, b.block_mask(f), mw))
-                row_bits[b.col[f] >> 6] |= std::uint64_t{1} << (b.col[f] & 63);
-          }
-          for (std::int64_t w = 0; w < words; ++w) {
-            for (std::uint64_t bits = row_bits[w]; bits != 0; bits &= bits - 1)
-              out.push_back(static_cast<std::int32_t>(w * 64 + __builtin_ctzll(bits)));
-          }
-        } else {
-          found.clear();
-          const std::int32_t row_id = a.row_begin + r;
-          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-            const std::int32_t kr = a.col[e] - b.row_begin;
-            if (kr < 0 || kr >= b.rows_held()) continue;
-            const std::uint64_t* amask = a.block_mask(e);
-            for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f) {
-              const std::int32_t j = b.col[f];
-              if (stamp[j] != row_id && masks_intersect(amask, b.block_mask(f), mw)) {
-                stamp[j] = row_id;
-                found.push_back(j);
+            for (std::int64_t w = 0; w < words; ++w) {
+              for (std::uint64_t bits = row_bits[w]; bits != 0; bits &= bits - 1)
+                out.push_back(static_cast<std::int32_t>(w * 64 + __builtin_ctzll(bits)));
+            }
+          } else {
+            found.clear();
+            const std::int32_t row_id = a.row_begin + r;
+            for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+              const std::int32_t kr = a.col[e] - b.row_begin;
+              if (kr < 0 || kr >= b.rows_held()) continue;
+              const std::uint64_t* amask = a.block_mask(e);
+              for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f) {
+                const std::int32_t j = b.col[f];
+                if (stamp[j] != row_id && masks_intersect(amask, b.block_mask(f), mw)) {
+                  stamp[j] = row_id;
+                  found.push_back(j);
+                }
               }
             }
+            std::sort(found.begin(), found.end());
+            out.insert(out.end(), found.begin(), found.end());
           }
-          std::sort(found.begin(), found.end());
-          out.insert(out.end(), found.begin(), found.end());
+          pattern.row_ptr[r + 1] = static_cast<std::int64_t>(out.size() - before);
         }
-        pattern.row_ptr[r + 1] = static_cast<std::int64_t>(out.size() - before);
-      }
+      });
     }
   }
+  failure.rethrow_if_failed();
 
   for (std::int32_t r = 0; r < rows; ++r) pattern.row_ptr[r + 1] += pattern.row_ptr[r];
   pattern.col.resize(static_cast<std::size_t>(pattern.row_ptr[rows]));

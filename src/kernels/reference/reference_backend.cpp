@@ -31,9 +31,9 @@ ExactSums exact_sums(const Operands& ops) {
         c.resize(mm, 0);
         const std::uint16_t* a = ops.a.block_values(ab);
         const std::uint16_t* b = ops.b.block_values(bb);
-        for (std::int32_t row = 0; row < m; ++row)
-          for (std::int32_t col = 0; col < m; ++col)
-            for (std::int32_t l = 0; l < m; ++l) c[row * m + col] += std::uint64_t{a[row * m + l]} * b[l * m + col];
+        for (std::int64_t row = 0; row < m; ++row)
+          for (std::int64_t col = 0; col < m; ++col)
+            for (std::int64_t l = 0; l < m; ++l) c[row * m + col] += std::uint64_t{a[row * m + l]} * b[l * m + col];
       }
     }
   }

@@ -1,0 +1,195 @@
+// blockmm under memory limits (label "fault"): an address-space limit (RLIMIT_AS, set in the
+// child by `ulimit -v`) swept from below what the dynamic loader needs to above what the run
+// needs. Every run must end with exit 0 and the right product, or exit 5 and one error line;
+// never abort (134, an exception that left an OpenMP region), never libgomp's exit 1, and never
+// a temporary file left behind. Also: tiny files whose header claims a huge n must cost memory
+// in proportion to their records, not to n. ASan reserves terabytes of shadow memory, so the
+// RLIMIT_AS sweep skips itself in sanitizer builds.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "cli/harness/harness.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define BLOCKMM_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BLOCKMM_TEST_ASAN 1
+#endif
+#endif
+
+namespace blockmm::e2e {
+namespace {
+
+std::string tool(const std::string& name) { return env_or("BLOCKMM_BUILD_DIR") + "/" + name; }
+
+// Runs blockmm with `args` under `ulimit -v kb` (kb = 0: unlimited); returns the result and
+// the child's peak RSS.
+struct Limited {
+  RunResult run;
+  long max_rss_kb = 0;
+};
+Limited run_limited(long kb, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"bash", "-c", (kb > 0 ? "ulimit -v " + std::to_string(kb) + " && " : std::string()) +
+                                                     "exec \"$0\" \"$@\"",
+                                   blockmm_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunOptions options;
+  options.timeout_seconds = 60;
+  struct rusage before {};
+  ::getrusage(RUSAGE_CHILDREN, &before);
+  Limited out;
+  out.run = run_process(argv, options);
+  struct rusage after {};
+  ::getrusage(RUSAGE_CHILDREN, &after);
+  // RUSAGE_CHILDREN's ru_maxrss is the largest of all waited-for children so far: meaningful
+  // when it grew, else at most the previous maximum (reported as that bound).
+  out.max_rss_kb = after.ru_maxrss;
+  return out;
+}
+
+class FaultMemory : public ::testing::Test {
+ protected:
+  ScratchDir dir{"blockmm-fault-memory"};
+};
+
+// n = 2^23, m = 1, 10 000 blocks each: the symbolic phase's per-thread arrays over n/m columns
+// are allocated inside its OpenMP region, where std::bad_alloc used to abort the process.
+TEST_F(FaultMemory, AddressSpaceLimitGivesExitFiveOrTheRightProductNeverAnAbort) {
+#ifdef BLOCKMM_TEST_ASAN
+  GTEST_SKIP() << "ASan reserves terabytes of address space: RLIMIT_AS cannot be tested under it";
+#endif
+  const std::string a = dir / "A.bin", b = dir / "B.bin";
+  for (const auto& [path, seed] : {std::pair<std::string, const char*>{a, "1"}, {b, "2"}}) {
+    const RunResult gen = run_process({tool("blockmm-gen"), path, "--n", "8388608", "--m", "1", "--k", "10000",
+                                       "--seed", seed, "-q"});
+    ASSERT_EQ(gen.exit_code, 0) << gen.describe();
+  }
+  const std::string out_dir = dir.subdir("out");
+  const std::string out = out_dir + "/C.bin";
+  const Limited free_run = run_limited(0, {"-q", "--threads", "2", "--backend", "cpu", a, b, out});
+  ASSERT_EQ(free_run.run.exit_code, 0) << free_run.run.describe();
+  const std::vector<std::byte> expected = read_bytes(out);
+  {
+    InputRecords ra, rb;
+    ASSERT_EQ(load(a, ra), "");
+    ASSERT_EQ(load(b, rb), "");
+    ASSERT_EQ(expected, encode(sparse_oracle(ra, rb)));
+  }
+  std::remove(out.c_str());
+
+  int out_of_memory = 0, succeeded = 0;
+  for (long kb = 24 * 1024; kb < 8L * 1024 * 1024 && succeeded < 2; kb = kb * 9 / 8) {
+    const Limited limited = run_limited(kb, {"-q", "--threads", "2", "--backend", "cpu", a, b, out});
+    const RunResult& run = limited.run;
+    SCOPED_TRACE("ulimit -v " + std::to_string(kb));
+    if (run.exit_code == 127 && run.err.find("error while loading shared libraries") != std::string::npos)
+      continue;  // below what the dynamic loader needs: blockmm never ran
+    ASSERT_FALSE(run.timed_out) << run.describe();
+    ASSERT_TRUE(run.exit_code == 0 || run.exit_code == 5) << run.describe();
+    if (run.exit_code == 5) {
+      ++out_of_memory;
+      const std::vector<std::string> lines = split_lines(run.err);
+      EXPECT_EQ(lines.size(), 1u) << run.describe();
+      EXPECT_EQ(run.err.rfind("blockmm: error: ", 0), 0u) << run.describe();
+      EXPECT_TRUE(list_dir(out_dir).empty()) << run.describe();
+    } else {
+      ++succeeded;
+      EXPECT_EQ(read_bytes(out), expected);
+      EXPECT_EQ(list_dir(out_dir), std::vector<std::string>{"C.bin"});
+      std::remove(out.c_str());
+    }
+  }
+  EXPECT_GT(out_of_memory, 0) << "no limit made the run fail: the sweep tested nothing";
+  EXPECT_GT(succeeded, 0) << "no limit let the run succeed";
+}
+
+// Runs argv to its end (60 s at most) and returns its exit code and peak RSS (wait4).
+Limited run_measured(const std::vector<std::string>& argv) {
+  ScratchDir capture("blockmm-fault-memory-capture");
+  RunOptions options;
+  const pid_t pid = spawn_process(argv, options, capture / "out", capture / "err");
+  Limited out;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int status = 0;
+    struct rusage usage {};
+    if (::wait4(pid, &status, WNOHANG, &usage) == pid) {
+      out.run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      out.max_rss_kb = usage.ru_maxrss;
+      break;
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(60) && !out.run.timed_out) {
+      out.run.timed_out = true;
+      ::kill(-pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::ifstream err(capture / "err");
+  std::ostringstream text;
+  text << err.rdbuf();
+  out.run.err = text.str();
+  return out;
+}
+
+// A 12-byte file may claim n = 2^28 or 2^31 - 1 (m = 1) and no blocks: such a run used to
+// allocate row arrays over all n/m block-rows (11.7 GB for n = 2^28). An empty operand now
+// makes the empty product without them: the run stays within a few MB of a tiny valid run,
+// and the other operand is still checked (a duplicate in it is exit 3).
+TEST_F(FaultMemory, EmptyOperandWithHugeNCostsMemoryByRecordsNotByN) {
+  const auto fill = [](std::uint16_t v) { return std::vector<std::uint16_t>(16, v); };
+  write_bytes(dir / "small_a.bin", encode(make_records(16, 4, {{0, 0, fill(1)}, {1, 2, fill(2)}})));
+  write_bytes(dir / "small_b.bin", encode(make_records(16, 4, {{0, 1, fill(4)}, {2, 0, fill(5)}})));
+  const std::string out_dir = dir.subdir("out");
+  const Limited baseline = run_measured({blockmm_bin(), "-q", "--threads", "1", dir / "small_a.bin", dir / "small_b.bin",
+                                         out_dir + "/C.bin"});
+  ASSERT_EQ(baseline.run.exit_code, 0) << baseline.run.describe();
+  std::remove((out_dir + "/C.bin").c_str());
+
+  const auto record = [](std::int32_t i, std::int32_t j, std::uint16_t v) {
+    std::vector<std::byte> bytes(10);
+    std::memcpy(bytes.data(), &i, 4);
+    std::memcpy(bytes.data() + 4, &j, 4);
+    std::memcpy(bytes.data() + 8, &v, 2);
+    return bytes;
+  };
+  for (const std::int32_t n : {std::int32_t{1} << 28, std::int32_t{2147483647}}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::string empty = dir / "empty.bin", one = dir / "one.bin", twice = dir / "twice.bin";
+    write_bytes(empty, encode_with_header(n, 1, 0, {}));
+    write_bytes(one, encode_with_header(n, 1, 1, record(5, n - 1, 3)));
+    std::vector<std::byte> two = record(n - 2, 7, 3);
+    const std::vector<std::byte> again = record(n - 2, 7, 9);
+    two.insert(two.end(), again.begin(), again.end());
+    write_bytes(twice, encode_with_header(n, 1, 2, two));
+    for (const auto& [a, b] : {std::pair<std::string, std::string>{empty, empty}, {empty, one}, {one, empty}}) {
+      SCOPED_TRACE(a + " x " + b);
+      const Limited run = run_measured({blockmm_bin(), "-q", "--threads", "1", a, b, out_dir + "/C.bin"});
+      EXPECT_EQ(run.run.exit_code, 0) << run.run.describe();
+      EXPECT_EQ(read_bytes(out_dir + "/C.bin"), encode_with_header(n, 1, 0, {}));
+      EXPECT_LT(run.max_rss_kb, baseline.max_rss_kb + 16 * 1024) << "tiny valid run: " << baseline.max_rss_kb << " KB";
+      std::cout << "[ info ] n = " << n << ": peak RSS " << run.max_rss_kb << " KB (tiny valid run: "
+                << baseline.max_rss_kb << " KB)\n";
+      std::remove((out_dir + "/C.bin").c_str());
+    }
+    const Limited dup = run_measured({blockmm_bin(), "-q", "--threads", "1", empty, twice, out_dir + "/C.bin"});
+    EXPECT_EQ(dup.run.exit_code, 3) << dup.run.describe();
+    EXPECT_EQ(dup.run.err, "blockmm: error: " + twice + ": duplicate block (" + std::to_string(n - 2) +
+                               ", 7) at records 0 and 1 (byte offsets 12 and 22)\n");
+    EXPECT_LT(dup.max_rss_kb, baseline.max_rss_kb + 16 * 1024);
+    EXPECT_TRUE(list_dir(out_dir).empty());
+  }
+}
+
+}  // namespace
+}  // namespace blockmm::e2e

@@ -1,0 +1,84 @@
+// A small MPI program around comm::Communicator for tests/mpi/communicator_test.cpp: each
+// scenario makes one rank fail in a way the blockmm pipeline cannot be driven into on demand,
+// and every rank prints "rank R: exit C: MESSAGE" for the error it ended with.
+//
+//   comm_probe exchange        every rank sends distinct bytes to every other; checked on arrival
+//   comm_probe unknown         rank 1 throws an int (not a std::exception) inside run_phase
+//   comm_probe alloc           rank 1 is to receive 2^62 bytes: it cannot allocate them
+//   comm_probe isend           MPI_Isend fails on rank 1 (this file's PMPI wrapper) mid-exchange
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+
+namespace {
+
+bool g_fail_isend = false;
+
+}  // namespace
+
+// Replaces MPI_Isend for this program (the profiling interface): the scenario "isend" makes it
+// fail on rank 1, as a broken interconnect would, after rank 1 has posted its receives.
+extern "C" int MPI_Isend(const void* buffer, int count, MPI_Datatype type, int destination, int tag, MPI_Comm comm,
+                         MPI_Request* request) {
+  if (g_fail_isend) return MPI_ERR_OTHER;
+  return PMPI_Isend(buffer, count, type, destination, tag, comm, request);
+}
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  blockmm::comm::Communicator comm(blockmm::comm::MpiMode::on, &argc, &argv);
+  const int ranks = comm.size();
+  const int rank = comm.rank();
+  try {
+    if (scenario == "exchange") {
+      std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks));
+      std::vector<std::byte> send;
+      for (int r = 0; r < ranks; ++r) {
+        send_bytes[r] = 1000 + 10 * r + rank;
+        send.insert(send.end(), static_cast<std::size_t>(send_bytes[r]), static_cast<std::byte>(rank * 16 + r));
+      }
+      std::vector<std::int64_t> recv_bytes;
+      blockmm::LargeVector<std::byte> got;
+      comm.run_phase([&] { got = comm.exchange(send.data(), send_bytes, recv_bytes); });
+      std::size_t at = 0;
+      for (int r = 0; r < ranks; ++r) {
+        if (recv_bytes[r] != 1000 + 10 * rank + r) throw blockmm::Error(blockmm::ExitCode::other, "wrong size");
+        for (std::int64_t b = 0; b < recv_bytes[r]; ++b)
+          if (got[at++] != static_cast<std::byte>(r * 16 + rank)) throw blockmm::Error(blockmm::ExitCode::other, "wrong byte");
+      }
+    } else if (scenario == "unknown") {
+      comm.run_phase([&] {
+        if (rank == 1) throw 42;
+      });
+    } else if (scenario == "alloc") {
+      std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks), 8);
+      if (rank != 1) send_bytes[1] = std::int64_t{1} << 61;  // never read: rank 1 fails first
+      const std::vector<std::byte> send(64);
+      std::vector<std::int64_t> recv_bytes;
+      comm.run_phase([&] { comm.exchange(send.data(), send_bytes, recv_bytes); });
+    } else if (scenario == "isend") {
+      g_fail_isend = rank == 1;
+      std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks), 100);
+      const std::vector<std::byte> send(static_cast<std::size_t>(100 * ranks));
+      std::vector<std::int64_t> recv_bytes;
+      comm.run_phase([&] { comm.exchange(send.data(), send_bytes, recv_bytes); });
+    } else {
+      std::fprintf(stderr, "comm_probe: unknown scenario '%s'\n", scenario.c_str());
+      return 64;
+    }
+  } catch (const blockmm::Error& e) {
+    std::printf("rank %d: exit %d: %s\n", rank, static_cast<int>(e.code()), e.what());
+    std::fflush(stdout);
+    return static_cast<int>(e.code());
+  }
+  std::printf("rank %d: exit 0\n", rank);
+  std::fflush(stdout);
+  return 0;
+}
