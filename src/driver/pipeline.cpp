@@ -163,7 +163,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
     // records are still read and checked: indices when read, duplicates here.
     const std::int32_t p = shape.block_rows();
     comm.run_phase([&] {
-      for (const io::InputFile* file : {a_file.get(), b_file.get()}) {
+      for (io::InputFile* file : {a_file.get(), b_file.get()}) {
         const InputRecords records = file->read_records(io::record_share(file->header().k, comm.rank(), comm.size()));
         const std::int64_t twice = first_duplicate_block(records, comm);
         if (twice < 0) continue;

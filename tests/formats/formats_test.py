@@ -118,9 +118,10 @@ class Versions(Work):
         versions = {}
         for name in TOOLS:
             run = tool(name, "--version", check=0, in_process=False)
-            words = run.stdout.split()
+            # blockmm's first line is "blockmm X.Y.Z (commit ...)", then its build's features.
+            words = run.stdout.splitlines()[0].split()
             self.assertEqual(words[0], name, run.stdout)
-            versions[name] = words[-1]
+            versions[name] = words[1]
         self.assertEqual(len(set(versions.values())), 1, versions)
         self.assertEqual(versions["blockmm"], blockmm.__version__)
         self.assertRegex(blockmm.__version__, r"^\d+\.\d+\.\d+$")

@@ -246,7 +246,10 @@ TEST_F(CmpHdf5Test, BinaryAndHdf5CompareAsMatrices) {
 TEST_F(CmpHdf5Test, EveryToolAnswersTheProjectVersion) {
   const ToolRun blockmm = run_tool("blockmm", {"--version"});
   ASSERT_EQ(blockmm.exit_code, 0);
-  const std::string version = blockmm.out.substr(blockmm.out.rfind(' ') + 1);
+  // The first line is "blockmm X.Y.Z (commit ...)"; the lines after it name the build's features.
+  const std::string first_line = blockmm.out.substr(0, blockmm.out.find('\n'));
+  ASSERT_EQ(first_line.rfind("blockmm ", 0), 0u) << blockmm.out;
+  const std::string version = first_line.substr(8, first_line.find(' ', 8) - 8) + "\n";
   EXPECT_FALSE(version.empty());
   for (const char* tool : {"blockmm-gen", "blockmm-cmp", "blockmm-info", "blockmm-convert"}) {
     const ToolRun run = run_tool(tool, {"--version"});
