@@ -17,6 +17,7 @@ columns and their helpers), plots, report (the RESULTS.md section); the runs, me
 anchors (class Bench) and the command line are still here.
 """
 import argparse
+import atexit
 import datetime
 import json
 import os
@@ -205,6 +206,11 @@ class Bench:
         self.mismatches, self.failures, self.notes = [], [], []
         self.run_rows = []
         self.dbcsr = None  # bench/dbcsr_anchor, when built
+        self.shm_dir = None
+        if args.target == "shm":
+            self.shm_dir = os.path.join("/dev/shm", "blockmm-bench-%d" % os.getpid())
+            os.makedirs(self.shm_dir, exist_ok=True)
+            atexit.register(shutil.rmtree, self.shm_dir, True)
 
     # time left before the deadline (None: no deadline)
     def left(self):
@@ -243,8 +249,12 @@ class Bench:
         in_bytes = os.path.getsize(a) + os.path.getsize(b)
         progress("%s: n=%d m=%d k=%d/%d (density %.3g), inputs %.1f MB, %d repeat(s)" %
                  (case.name, case.n, case.m, case.k, case.k_b, case.density(), in_bytes / 1e6, reps))
-        ref = os.path.join(data, case.name + ".ref.C.bin")
-        tmp_out = os.path.join(data, case.name + ".run.C.bin")
+        # --target: where the timed runs write. shm: a tmpfs (fast storage); null: /dev/null (the
+        # compute pipeline alone), with one untimed run per configuration into --data for the
+        # identity check.
+        out_dir = self.shm_dir if args.target == "shm" else data
+        ref = os.path.join(out_dir, case.name + ".ref.C.bin")
+        tmp_out = os.path.join(out_dir, case.name + ".run.C.bin")
         stats_file = os.path.join(data, case.name + ".stats.json")
         rm(ref)
         have_ref, ref_label, kept_mismatch = False, "", False
@@ -264,11 +274,35 @@ class Bench:
                 progress("%s %s x%d: %s" % (case.name, backend, ranks, reason))
                 continue
             samples, identical = [], []
+            checked = None  # --target null: the untimed run's verdict
+            if args.target == "null":
+                out = tmp_out if have_ref else ref
+                rm(out)
+                r = run_cmd(blockmm_cmd(args.build, backend, ranks, a, b, out, stats_file, self.mpirun),
+                            timeout=self.timeout(args.run_timeout), env=self.env, scratch=data)
+                if r.rc != 0:
+                    msg = "%s %s x%d untimed identity run FAILED (exit %d): %s" % (case.name, backend, ranks, r.rc,
+                                                                                   r.tail())
+                    self.failures.append(msg)
+                    progress.loud(msg)
+                    row["status"] = "failed (exit %d)" % r.rc
+                    rm(out)
+                    continue
+                if not have_ref:
+                    have_ref, checked, ref_label = True, "ref", "%s x%d" % (backend, ranks)
+                else:
+                    checked = "yes" if same_bytes(ref, out) else "NO"
+                    if checked == "NO":
+                        msg = "%s %s x%d: output DIFFERS from the first output of the case (%s)" % (
+                            case.name, backend, ranks, ref_label)
+                        self.mismatches.append(msg)
+                        progress.loud(msg)
+                    rm(out)
             for rep in range(1, reps + 1):
                 if rep > 1 and self.past_deadline():
                     progress("%s %s x%d: deadline reached after %d repeat(s)" % (case.name, backend, ranks, rep - 1))
                     break
-                out = tmp_out if have_ref else ref
+                out = "/dev/null" if args.target == "null" else (tmp_out if have_ref else ref)
                 rm(out)
                 rm(stats_file)
                 os.sync()  # no write-back left over from the last step runs into this one
@@ -300,7 +334,9 @@ class Bench:
                 known_macs = stats.get("useful_macs", known_macs)
                 known_out = stats.get("output_bytes") or os.path.getsize(out)
                 # Byte-identical to the first output of the case (all of them when small enough).
-                if not have_ref:
+                if checked is not None:
+                    same = checked
+                elif not have_ref:
                     have_ref, same, ref_label = True, "ref", "%s x%d" % (backend, ranks)
                 elif args.check == "all" or rep == 1 or (args.check == "auto" and known_out < 1e9):
                     same = "yes" if same_bytes(ref, out) else "NO"
@@ -636,6 +672,10 @@ def parse_args(argv):
                          "cores over its ranks)")
     ap.add_argument("--gen-threads", type=int, default=0, help="blockmm-gen --threads (default: all cores)")
     ap.add_argument("--keep-outputs", action="store_true", help="keep each case's first output in --data")
+    ap.add_argument("--target", choices=["file", "shm", "null"], default="file",
+                    help="where the timed runs write their output: file (in --data, the default), shm (/dev/shm: "
+                         "fast storage) or null (/dev/null: the compute pipeline alone; one more, untimed run "
+                         "per configuration writes a file for the identity check)")
     ap.add_argument("--commit", help="commit to record (default: git rev-parse, else $BLOCKMM_COMMIT)")
     ap.add_argument("--log", help="also append the progress lines to this file")
     ap.add_argument("--archive", help="at the end, write a .tgz of bench/RESULTS.md and this machine's results "

@@ -1,6 +1,7 @@
 """Running commands for the benchmarks: progress lines, and run_cmd, which runs a command in its
 own process group with a timeout and reports its exit code, wall time, peak RSS and output."""
 import os
+import stat
 import signal
 import subprocess
 import sys
@@ -110,7 +111,10 @@ def quiet(cmd, timeout=30):
 
 
 def rm(path):
+    """Removes a regular file; never a device (an output of /dev/null stays /dev/null)."""
     try:
+        if stat.S_ISCHR(os.lstat(path).st_mode):
+            return
         os.unlink(path)
     except FileNotFoundError:
         pass
