@@ -9,11 +9,13 @@
 #include <climits>
 #include <cstring>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <thread>
 
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
+#include "driver/cores.hpp"
 #include "driver/progress.hpp"
 #include "io/input_file.hpp"
 #include "io/product_writer.hpp"
@@ -24,13 +26,6 @@
 namespace blockmm::driver {
 namespace {
 
-// Defaults: OMP_NUM_THREADS if set, else the node's cores shared among its ranks.
-int choose_threads(const Options& options, const comm::Communicator& comm) {
-  if (options.threads > 0) return options.threads;
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return omp_get_max_threads();
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, comm.node_size()));
-}
 
 // Starts the OpenMP team now, before the temporary output exists: libgomp ends the process
 // (exit 1, its own message, the temporary file left behind) when it cannot create a thread.
@@ -120,7 +115,11 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   if (::gethostname(host, sizeof host - 1) == 0) stats.host = host;
   stats.output_path = options.out_path;
   stats.ranks = comm.size();
-  stats.threads = choose_threads(options, comm);
+  // Threads and cores (driver/cores.hpp): --threads, OMP_NUM_THREADS, else the rank's share of
+  // its node within the cores it is bound to; only Open MPI's unasked-for binding is widened.
+  const CorePlan cores = choose_cores(options.threads, comm.node_rank(), comm.node_size());
+  if (!cores.note.empty() && comm.is_root() && !options.quiet) std::cerr << "blockmm: note: " << cores.note << "\n";
+  stats.threads = cores.threads;
   omp_set_num_threads(stats.threads);
   comm.run_phase([&] { start_thread_team(stats.threads); });
   ProgressConfig progress_config = progress_config_for_stderr(options.quiet ? "none" : options.progress,

@@ -1,0 +1,74 @@
+#include "driver/cores.hpp"
+
+#include <omp.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace blockmm::driver {
+
+CorePlan plan_cores(const CoreFacts& facts) {
+  CorePlan plan;
+  const int share = std::max(1, facts.node_cores / std::max(1, facts.node_size));
+  if (facts.requested_threads > 0 || facts.omp_num_threads > 0) {
+    plan.threads = facts.requested_threads > 0 ? facts.requested_threads : facts.omp_num_threads;
+    if (facts.bound_cores > 0 && plan.threads > facts.bound_cores)
+      plan.note = std::to_string(plan.threads) + " threads share the " + std::to_string(facts.bound_cores) +
+                  " core(s) this rank is bound to";
+    return plan;
+  }
+  if (facts.bound_cores <= 0 || facts.bound_cores >= share) {
+    plan.threads = share;
+    return plan;
+  }
+  if (facts.launcher_default_binding) {
+    plan.threads = share;
+    plan.widen_first = std::min(facts.node_rank * share, std::max(0, facts.node_cores - share));
+    plan.widen_count = share;
+    plan.note = "mpirun bound each rank to " + std::to_string(facts.bound_cores) +
+                " core(s) (its default for up to 2 ranks); blockmm uses each rank's share of the node instead, " +
+                std::to_string(share) + " cores (mpirun --bind-to none, or --bind-to core to keep the binding)";
+    return plan;
+  }
+  plan.threads = facts.bound_cores;  // the user's binding: one thread a bound core
+  return plan;
+}
+
+CorePlan choose_cores(int requested_threads, int node_rank, int node_size) {
+  CoreFacts facts;
+  facts.requested_threads = requested_threads;
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr && *omp != '\0')
+    facts.omp_num_threads = omp_get_max_threads();
+  facts.node_cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  facts.node_rank = node_rank;
+  facts.node_size = node_size;
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (::sched_getaffinity(0, sizeof mask, &mask) == 0) facts.bound_cores = CPU_COUNT(&mask);
+  // Open MPI's mpirun says that it bound the rank (orte_bound_at_launch), and passes an explicit
+  // --bind-to (or the MCA parameter) on as the binding policy; its default binding leaves no
+  // policy behind. srun and other launchers set neither: their binding is always kept.
+  const auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v == nullptr ? "" : v);
+  };
+  facts.launcher_default_binding = env("OMPI_MCA_orte_launch") == "1" && env("OMPI_MCA_orte_bound_at_launch") == "1" &&
+                                   env("OMPI_MCA_hwloc_base_binding_policy").empty();
+  CorePlan plan = plan_cores(facts);
+  if (plan.widen_count > 0) {
+    cpu_set_t wide;
+    CPU_ZERO(&wide);
+    for (int c = plan.widen_first; c < plan.widen_first + plan.widen_count && c < CPU_SETSIZE; ++c) CPU_SET(c, &wide);
+    if (::sched_setaffinity(0, sizeof wide, &wide) != 0) {
+      plan.threads = facts.bound_cores;
+      plan.note = "mpirun bound each rank to " + std::to_string(facts.bound_cores) +
+                  " core(s); launch with mpirun --bind-to none (or --map-by slot:PE=N) to give each rank its share of the node";
+    }
+  }
+  return plan;
+}
+
+}  // namespace blockmm::driver
