@@ -3,6 +3,7 @@
 // once. Runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <numeric>
 #include <random>
 
@@ -18,7 +19,8 @@ DenseProblem problem(std::int64_t n, std::int32_t m, std::int64_t room) {
   pr.m = m;
   pr.rows = static_cast<std::int32_t>(n / m);
   pr.tiles = (n / m) * (n / m);
-  pr.block_products = pr.tiles * (n / m);
+  // p^3 block products (every pair), kept in range for the largest orders tested.
+  pr.block_products = pr.tiles > INT64_MAX / (n / m) ? INT64_MAX : pr.tiles * (n / m);
   pr.room = room;
   pr.chunk_bytes = std::int64_t{256} << 20;
   pr.record_bytes = 8 + 4 * std::int64_t{m} * m;
