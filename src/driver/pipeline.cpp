@@ -26,7 +26,6 @@
 namespace blockmm::driver {
 namespace {
 
-
 // Starts the OpenMP team now, before the temporary output exists: libgomp ends the process
 // (exit 1, its own message, the temporary file left behind) when it cannot create a thread.
 // Threads of the same stack size are tried first, so that a shortage (a memory or thread limit)

@@ -54,4 +54,28 @@ inline const TilePattern& host_pattern(const ProductPattern& pattern) {
   return host->pattern();
 }
 
+// A backend that computes in host memory: it builds with the host build and counts block products
+// on the host CSR; its subclasses supply the two phases over host operands.
+class HostBackend : public Backend {
+ public:
+  std::unique_ptr<Operand> build(RecordSource& records, const OperandSpec& spec) override {
+    return build_host_operand(records, spec);
+  }
+  std::int64_t block_products(const Operand& a, const Operand& b) override {
+    return operands::count_block_products(host_matrix(a), host_matrix(b));
+  }
+  std::unique_ptr<ProductPattern> symbolic(const Operand& a, const Operand& b) override {
+    return std::make_unique<HostPattern>(symbolic({host_matrix(a), host_matrix(b)}));
+  }
+  NumericReport numeric(const Operand& a, const Operand& b, const ProductPattern& pattern, RecordSink& sink,
+                        const NumericOptions& options) override {
+    return numeric({host_matrix(a), host_matrix(b)}, host_pattern(pattern), sink, options);
+  }
+
+ protected:
+  virtual TilePattern symbolic(const Operands& operands) = 0;
+  virtual NumericReport numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
+                                const NumericOptions& options) = 0;
+};
+
 }  // namespace blockmm::kernels

@@ -87,6 +87,15 @@ void exclusive_pointers(const In* counts, std::int64_t count, Out* pointers, Cub
   BLOCKMM_CUDA_CHECK(cub::DeviceScan::InclusiveSum(scratch.get(bytes), bytes, counts, pointers + 1, count, stream));
 }
 
+// Sorts (key, index) pairs by the key's low `bits` bits; the result is in the buffers' Current().
+void sort_pairs(cub::DoubleBuffer<u64>& keys, cub::DoubleBuffer<std::int32_t>& values, std::int64_t count, int bits,
+                CubScratch& scratch, cudaStream_t stream) {
+  if (count < 2) return;
+  std::size_t bytes = 0;
+  BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, values, count, 0, bits, stream));
+  BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.get(bytes), bytes, keys, values, count, 0, bits, stream));
+}
+
 // Reads the source with several threads into pinned slots, each slot's upload on its own stream
 // overlapping the next read. The device memory at `dest` receives every record in order.
 void upload_records(RecordSource& records, std::byte* dest, const BuildContext& context) {
@@ -231,12 +240,8 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
   }
   cub::DoubleBuffer<u64> key_buffer(keys.get(), keys_alt.get());
   cub::DoubleBuffer<std::int32_t> index_buffer(index.get(), index_alt.get());
+  sort_pairs(key_buffer, index_buffer, count, row_bits + col_bits, scratch, stream);
   if (count > 1) {
-    std::size_t bytes = 0;
-    BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, key_buffer, index_buffer, count, 0,
-                                                       row_bits + col_bits, stream));
-    BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.get(bytes), bytes, key_buffer, index_buffer, count, 0,
-                                                       row_bits + col_bits, stream));
     find_duplicates<<<grid_for(count), 256, 0, stream>>>(key_buffer.Current(), count, flags.get() + 1);
     BLOCKMM_CUDA_CHECK(cudaGetLastError());
   }
@@ -305,13 +310,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     }
     cub::DoubleBuffer<u64> csc_buffer(csc_key.get(), csc_key_alt.get());
     cub::DoubleBuffer<std::int32_t> entry_buffer(entry.get(), entry_alt.get());
-    if (blocks > 1) {
-      std::size_t bytes = 0;
-      BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, csc_buffer, entry_buffer, blocks, 0,
-                                                         row_bits + col_bits, stream));
-      BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.get(bytes), bytes, csc_buffer, entry_buffer, blocks, 0,
-                                                         row_bits + col_bits, stream));
-    }
+    sort_pairs(csc_buffer, entry_buffer, blocks, row_bits + col_bits, scratch, stream);
     if (blocks > 0) {
       csc_rows<<<grid_for(blocks), 256, 0, stream>>>(csc_buffer.Current(), blocks, row_bits, d.row_begin,
                                                     d.d_csc_row.get());

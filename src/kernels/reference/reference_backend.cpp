@@ -46,26 +46,12 @@ bool all_zero(const std::vector<std::uint64_t>& v) {
   return true;
 }
 
-class ReferenceBackend final : public Backend {
+class ReferenceBackend final : public HostBackend {
  public:
   std::string name() const override { return "reference"; }
 
-  std::unique_ptr<Operand> build(RecordSource& records, const OperandSpec& spec) override {
-    return build_host_operand(records, spec);
-  }
-  std::int64_t block_products(const Operand& a, const Operand& b) override {
-    return operands::count_block_products(host_matrix(a), host_matrix(b));
-  }
-  std::unique_ptr<ProductPattern> symbolic(const Operand& a, const Operand& b) override {
-    return std::make_unique<HostPattern>(symbolic({host_matrix(a), host_matrix(b)}));
-  }
-  NumericReport numeric(const Operand& a, const Operand& b, const ProductPattern& pattern, RecordSink& sink,
-                        const NumericOptions& options) override {
-    return numeric({host_matrix(a), host_matrix(b)}, host_pattern(pattern), sink, options);
-  }
-
- private:
-  static TilePattern symbolic(const Operands& ops) {
+ protected:
+  TilePattern symbolic(const Operands& ops) override {
     TilePattern pattern;
     pattern.row_begin = ops.a.row_begin;
     pattern.row_end = ops.a.row_end;
@@ -79,8 +65,8 @@ class ReferenceBackend final : public Backend {
     return pattern;
   }
 
-  static NumericReport numeric(const Operands& ops, const TilePattern& pattern, RecordSink& sink,
-                               const NumericOptions& options) {
+  NumericReport numeric(const Operands& ops, const TilePattern& pattern, RecordSink& sink,
+                        const NumericOptions& options) override {
     const std::int32_t m = ops.a.shape.m;
     const std::int64_t stride = record_bytes<std::uint32_t>(m);
     std::vector<std::byte> records;
