@@ -449,6 +449,21 @@ class Bench:
         return {"floor_read_s": fmt(read_s, 4), "floor_write_s": fmt(write_s, 4),
                 "floor_s": fmt(floor, 4) if write_s is not None else ""}
 
+    def check_anchor_product(self, case, ref, out, anchor, bytes_first=False):
+        """An anchor's product against blockmm's first output: "identical" bytes (when bytes_first),
+        else the same matrix by blockmm-cmp ("equal"); a difference is recorded as a mismatch."""
+        if ref is None:
+            return "no blockmm output"
+        if bytes_first and same_bytes(ref, out):
+            return "identical"
+        rc, _ = quiet([os.path.join(self.args.build, "blockmm-cmp"), "-q", ref, out], timeout=600)
+        if rc == 0:
+            return "equal matrices (bytes differ)" if bytes_first else "equal"
+        msg = "%s: blockmm's output DIFFERS from the %s's product" % (case.name, anchor)
+        self.mismatches.append(msg)
+        self.progress.loud(msg)
+        return "DIFFERENT"
+
     def run_anchors(self, case, a, b, ref, macs, out_bytes):
         args, progress, data = self.args, self.progress, self.args.data
         res = {}
@@ -487,17 +502,7 @@ class Bench:
                 mults.append(j["multiply"])
                 walls.append(r.wall)
                 if rep == 0:
-                    if ref is None:
-                        check = "no blockmm output"
-                    elif same_bytes(ref, out):
-                        check = "identical"
-                    else:
-                        rc, how = quiet([os.path.join(args.build, "blockmm-cmp"), "-q", ref, out], timeout=600)
-                        check = "equal matrices (bytes differ)" if rc == 0 else "DIFFERENT"
-                        if rc != 0:
-                            msg = "%s: blockmm's output DIFFERS from the scipy BSR anchor's product" % case.name
-                            self.mismatches.append(msg)
-                            progress.loud(msg)
+                    check = self.check_anchor_product(case, ref, out, "scipy BSR anchor", bytes_first=True)
                 progress("%s: scipy BSR anchor %d/%d: total %.3fs (multiply %.3fs), wall %.3fs; %s" %
                          (case.name, rep + 1, reps, j["total"], j["multiply"], r.wall, check))
             rm(out)
@@ -556,15 +561,7 @@ class Bench:
             progress("%s: DBCSR anchor %s: %s" % (case.name, check, r.tail(2)))
             rm(out)
             return {"dbcsr_check": check}
-        if ref is None:
-            check = "no blockmm output"
-        else:
-            rc, _ = quiet([os.path.join(args.build, "blockmm-cmp"), "-q", ref, out], timeout=600)
-            check = "equal" if rc == 0 else "DIFFERENT"
-            if rc != 0:
-                msg = "%s: blockmm's output DIFFERS from the DBCSR anchor's product" % case.name
-                self.mismatches.append(msg)
-                progress.loud(msg)
+        check = self.check_anchor_product(case, ref, out, "DBCSR anchor")
         rm(out)
         progress("%s: DBCSR anchor (OPENBLAS_CORETYPE=%s): multiply %.3fs, wall %.3fs; %s" %
                  (case.name, env["OPENBLAS_CORETYPE"], j["multiply"], r.wall, check))

@@ -52,11 +52,6 @@ void start_thread_team(int threads) {
   (void)team;
 }
 
-std::string duplicate_text(const io::InputFile& file, std::int32_t i, std::int32_t j) {
-  return file.path() + ": duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")" +
-         file.locate_duplicate(i, j);
-}
-
 // The smallest block (i, j), as i * 2^32 + j, that the records of all ranks hold twice, or -1.
 // Collective. Each key goes to the rank the key picks, which sorts what it receives: memory in
 // proportion to the records, never to n (the build's row arrays cost 8 bytes a block-row).
@@ -167,7 +162,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
         if (twice < 0) continue;
         const auto i = static_cast<std::int32_t>(twice >> 32), j = static_cast<std::int32_t>(twice & 0xFFFFFFFF);
         // Rank 0's message is the one agreed on: only it scans the file for the records' places.
-        throw InputError(comm.is_root() ? duplicate_text(*file, i, j) : "duplicate block");
+        throw InputError(comm.is_root() ? partition::duplicate_message(*file)(i, j) : "duplicate block");
       }
       if (cuda_warm_up.valid()) cuda_warm_up.wait();
       stats.backend = choose_backend(options, comm, stats.threads, 0)->name();

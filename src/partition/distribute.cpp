@@ -8,13 +8,7 @@
 namespace blockmm::partition {
 namespace {
 
-DuplicateMessage duplicate_text(const io::InputFile& file) {
-  return [&file](std::int32_t i, std::int32_t j) {
-    return file.path() + ": duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")" +
-           file.locate_duplicate(i, j);
-  };
-}
-
+// Seconds since the last call (or construction).
 class Lap {
  public:
   double operator()() {
@@ -30,12 +24,19 @@ class Lap {
 
 }  // namespace
 
+DuplicateMessage duplicate_message(const io::InputFile& file) {
+  return [&file](std::int32_t i, std::int32_t j) {
+    return file.path() + ": duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")" +
+           file.locate_duplicate(i, j);
+  };
+}
+
 Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm) {
   const MatrixShape shape = a_file.header().shape();
   const std::int32_t p = shape.block_rows();
   Distribution d;
-  d.a_spec = {0, p, OperandRole::left, duplicate_text(a_file)};
-  d.b_spec = {0, p, OperandRole::right, duplicate_text(b_file)};
+  d.a_spec = {0, p, OperandRole::left, duplicate_message(a_file)};
+  d.b_spec = {0, p, OperandRole::right, duplicate_message(b_file)};
   if (comm.size() == 1) {
     d.bounds = {0, p};
     d.a = std::make_unique<io::FileRecordSource>(a_file, io::RecordRange{0, a_file.header().k});

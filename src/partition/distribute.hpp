@@ -29,6 +29,10 @@ struct Distribution {
   double build_seconds = 0;  // the ownership build that finds duplicates in B
 };
 
+// "FILE: duplicate block (i, j) at records X and Y ...": the message for a duplicate in `file`
+// (which must outlive the function returned).
+DuplicateMessage duplicate_message(const io::InputFile& file);
+
 // Collective. Duplicate blocks anywhere in A or B are reported (InputError naming the file and
 // records) by the time every rank has built its operands from the result.
 Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm);

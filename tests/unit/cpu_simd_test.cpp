@@ -151,21 +151,33 @@ class VectorSink final : public RecordSink {
   OutputRecords& out_;
 };
 
+// A x B built on the host and its cpu symbolic pattern: what cpu_numeric_at_level takes.
+struct HostProduct {
+  BlockMatrix a, b;
+  TilePattern pattern;
+  kernels::Operands operands() const { return {a, b}; }
+};
+
+HostProduct host_product(const InputRecords& a, const InputRecords& b) {
+  const std::int32_t p = a.shape.block_rows();
+  auto dup = [](std::int32_t, std::int32_t) { return std::string("duplicate block"); };
+  HostProduct product;
+  product.a = operands::build_block_matrix(a, 0, p, operands::OperandRole::left, dup);
+  product.b = operands::build_block_matrix(b, 0, p, operands::OperandRole::right, dup);
+  product.pattern = kernels::cpu_symbolic(product.operands());
+  return product;
+}
+
 OutputRecords numeric(const InputRecords& a, const InputRecords& b, bool reference, SimdLevel level,
                       std::int64_t chunk_bytes) {
   if (reference) return multiply(a, b, kernels::BackendKind::reference, chunk_bytes).output;
-  const std::int32_t p = a.shape.block_rows();
-  auto dup = [](std::int32_t, std::int32_t) { return std::string("duplicate block"); };
-  const BlockMatrix am = operands::build_block_matrix(a, 0, p, operands::OperandRole::left, dup);
-  const BlockMatrix bm = operands::build_block_matrix(b, 0, p, operands::OperandRole::right, dup);
-  const kernels::Operands ops{am, bm};
-  const TilePattern pattern = kernels::cpu_symbolic(ops);
+  const HostProduct product = host_product(a, b);
   OutputRecords out;
   out.shape = a.shape;
   VectorSink sink(out);
   kernels::NumericOptions options;
   options.chunk_bytes = chunk_bytes;
-  kernels::cpu_numeric_at_level(level, ops, pattern, sink, options);
+  kernels::cpu_numeric_at_level(level, product.operands(), product.pattern, sink, options);
   return out;
 }
 
@@ -219,12 +231,9 @@ TEST(CpuNumeric, EveryWriteStaysWithinTheChunkSizeEvenForLongRows) {
   std::mt19937_64 rng(17);
   const InputRecords a = random_blocks(spec, rng);
   const InputRecords b = random_blocks(spec, rng);
-  const std::int32_t p = a.shape.block_rows();
-  auto dup = [](std::int32_t, std::int32_t) { return std::string("duplicate block"); };
-  const BlockMatrix am = operands::build_block_matrix(a, 0, p, operands::OperandRole::left, dup);
-  const BlockMatrix bm = operands::build_block_matrix(b, 0, p, operands::OperandRole::right, dup);
-  const kernels::Operands ops{am, bm};
-  const TilePattern pattern = kernels::cpu_symbolic(ops);
+  const HostProduct product = host_product(a, b);
+  const kernels::Operands ops = product.operands();
+  const TilePattern& pattern = product.pattern;
   const std::int64_t stride = record_bytes<std::uint32_t>(3);
 
   class SizeSink final : public RecordSink {

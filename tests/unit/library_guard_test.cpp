@@ -18,14 +18,7 @@
 #include <thread>
 
 #include "io/library_guard.hpp"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define BLOCKMM_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BLOCKMM_TEST_ASAN 1
-#endif
-#endif
+#include "support/sanitizers.hpp"
 
 namespace blockmm::io {
 namespace {

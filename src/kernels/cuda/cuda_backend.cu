@@ -36,13 +36,6 @@ using cuda::PinnedBuffer;
 using cuda::Stream;
 using cuda::WorkUnit;
 
-template <typename T>
-DeviceArray<T> upload(const T* host, std::size_t count, cudaStream_t stream) {
-  DeviceArray<T> device(count);
-  if (count > 0) BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(device.get(), host, device.bytes(), cudaMemcpyHostToDevice, stream));
-  return device;
-}
-
 // Kernel choice for block size m: a compile-time instantiation, or the generic kernel.
 struct KernelPlan {
   int tiles_per_unit = 1;
@@ -108,10 +101,6 @@ std::vector<Chunk> make_chunks(const std::vector<WorkUnit>& units, std::int64_t 
     chunks.push_back(c);
   }
   return chunks;
-}
-
-unsigned int grid_for(std::int64_t items) {
-  return static_cast<unsigned int>(std::min<std::int64_t>((items + 255) / 256, std::int64_t{1} << 20));
 }
 
 #define BLOCKMM_CUBLAS_CHECK(call)                                                                   \
@@ -404,7 +393,7 @@ class CudaBackend final : public Backend {
     problem.m = m;
     problem.rows = a.rows_held();
     problem.tiles = pattern.tiles();
-    problem.block_products = cuda::device_block_products(a, b, pipeline.compute());
+    problem.block_products = pattern.block_products;
     problem.room = room;
     problem.chunk_bytes = options.chunk_bytes;
     problem.record_bytes = record_bytes<std::uint32_t>(m);
@@ -439,13 +428,13 @@ class CudaBackend final : public Backend {
     const std::int64_t units_bytes = static_cast<std::int64_t>(units.size() * sizeof(WorkUnit));
     const std::int64_t per_tile = 2 * stride + 1;
     const std::int64_t min_tiles = plan.tiles_per_unit;
-    if (room - units_bytes < min_tiles * per_tile) throw budget_error(room, units_bytes + min_tiles * per_tile);
+    if (room - units_bytes < min_tiles * per_tile) throw cuda::budget_error(room, units_bytes + min_tiles * per_tile);
     const std::int64_t chunk_tiles =
         std::max(min_tiles, std::min((room - units_bytes) / per_tile, std::max<std::int64_t>(1, options.chunk_bytes / stride)));
     const std::vector<Chunk> unit_chunks = make_chunks(units, chunk_tiles);
     std::vector<OutputChunk> chunks;
     for (const Chunk& c : unit_chunks) chunks.push_back({c.first_tile, c.tiles});
-    const WorkUnit* d_units = pipeline.keep(upload(units.data(), units.size(), pipeline.compute()));
+    const WorkUnit* d_units = pipeline.keep(cuda::upload(units.data(), static_cast<std::int64_t>(units.size()), pipeline.compute()));
 
     pipeline.run(chunks, stride, sink, options, report, [&](std::size_t c, std::byte* out) {
       const Chunk& chunk = unit_chunks[c];
@@ -512,7 +501,7 @@ class CudaBackend final : public Backend {
       }
     }
     unit_start.push_back(static_cast<std::int64_t>(units.size()));
-    const WorkUnit* d_units = pipeline.keep(upload(units.data(), units.size(), compute));
+    const WorkUnit* d_units = pipeline.keep(cuda::upload(units.data(), static_cast<std::int64_t>(units.size()), compute));
     const std::int32_t* d_cols = pattern.d_col.get();
     CublasHandle& blas = pipeline.keep_object(std::make_shared<CublasHandle>(compute));
     bool b_expanded = false;
@@ -533,7 +522,7 @@ class CudaBackend final : public Backend {
       const std::int64_t a_values = (a.row_ptr[r1] - a.row_ptr[r0]) * a.shape.block_values();
       const auto scatter_a = [&](auto tile) {
         if (a_values > 0)
-          cuda::scatter_a_tile<<<grid_for(a_values), 256, 0, compute>>>(params.a_row_ptr, params.a_col, params.a_values, m,
+          cuda::scatter_a_tile<<<cuda::grid_for(a_values), 256, 0, compute>>>(params.a_row_ptr, params.a_col, params.a_values, m,
                                                                        r0, tile_rows, static_cast<std::int32_t>(a.row_ptr[r0]),
                                                                        a_values, tile);
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
@@ -558,7 +547,7 @@ class CudaBackend final : public Backend {
           const std::int64_t b_values = (b.col_ptr[j1] - b.col_ptr[j0]) * b.shape.block_values();
           const auto scatter_b = [&](auto tile) {
             if (b_values > 0)
-              cuda::scatter_b_tile<<<grid_for(b_values), 256, 0, compute>>>(
+              cuda::scatter_b_tile<<<cuda::grid_for(b_values), 256, 0, compute>>>(
                   params.b_col_ptr, params.b_csc_row, params.b_csc_block, params.b_values, m, j0, tile_cols,
                   static_cast<std::int32_t>(b.col_ptr[j0]), b_values, tile);
             BLOCKMM_CUDA_CHECK(cudaGetLastError());
@@ -591,13 +580,6 @@ class CudaBackend final : public Backend {
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
       }
     });
-  }
-
-  static ResourceError budget_error(std::int64_t room, std::int64_t need) {
-    return ResourceError("the cuda backend needs " + std::to_string((need >> 20) + 1) +
-                         " MiB of device memory beyond this rank's operands, but the budget leaves " +
-                         std::to_string(std::max<std::int64_t>(0, room) >> 20) +
-                         " MiB (raise --mem-budget, or use more ranks)");
   }
 
   // 80% of the device's free memory, shared among the ranks on this GPU.

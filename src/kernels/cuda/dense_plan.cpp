@@ -5,16 +5,12 @@
 #include "core/error.hpp"
 
 namespace blockmm::kernels::cuda {
-namespace {
-
 ResourceError budget_error(std::int64_t room, std::int64_t need) {
   return ResourceError("the cuda backend needs " + std::to_string((need >> 20) + 1) +
                        " MiB of device memory beyond this rank's operands, but the budget leaves " +
                        std::to_string(std::max<std::int64_t>(0, room) >> 20) +
                        " MiB (raise --mem-budget, or use more ranks)");
 }
-
-}  // namespace
 
 bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices) {
   if (problem.n >= kDenseMaxOrder || problem.tiles == 0) return false;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kernels/backend.hpp"
 
 namespace blockmm::kernels::cuda {
@@ -52,6 +53,10 @@ struct DensePlan {
   std::int64_t k_pitch = 0;            // a plane vector's length (n, padded for int8)
   std::int64_t workspace_bytes = 0;    // device bytes of the dense tiles (A, B, product, sums)
 };
+
+// The error for a budget whose `room` (beyond the operands) is below the `need` of the smallest
+// workable buffers: names both and what to change.
+ResourceError budget_error(std::int64_t room, std::int64_t need);
 
 // Throws ResourceError naming the budget when the room cannot hold the smallest tiles.
 DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding);

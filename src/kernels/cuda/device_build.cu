@@ -22,10 +22,6 @@
 namespace blockmm::kernels::cuda {
 namespace {
 
-unsigned int grid_for(std::int64_t items, int threads = 256) {
-  return static_cast<unsigned int>(std::max<std::int64_t>(1, std::min<std::int64_t>((items + threads - 1) / threads, 1 << 20)));
-}
-
 // Bits that hold every value in [0, count): at least 1.
 int bits_for(std::int64_t count) {
   int bits = 1;
@@ -48,33 +44,6 @@ class CubScratch {
 template <typename T>
 void zero(DeviceArray<T>& array, cudaStream_t stream) {
   if (array.bytes() > 0) BLOCKMM_CUDA_CHECK(cudaMemsetAsync(array.get(), 0, array.bytes(), stream));
-}
-
-template <typename T>
-T download_one(const T* device, cudaStream_t stream) {
-  T value{};
-  BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(&value, device, sizeof(T), cudaMemcpyDeviceToHost, stream));
-  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return value;
-}
-
-template <typename T>
-std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream) {
-  std::vector<T> host(static_cast<std::size_t>(count));
-  if (count > 0)
-    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, static_cast<std::size_t>(count) * sizeof(T),
-                                       cudaMemcpyDeviceToHost, stream));
-  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host;
-}
-
-template <typename T>
-DeviceArray<T> upload(const T* host, std::int64_t count, cudaStream_t stream) {
-  DeviceArray<T> device(static_cast<std::size_t>(count));
-  if (count > 0)
-    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(device.get(), host, static_cast<std::size_t>(count) * sizeof(T),
-                                       cudaMemcpyHostToDevice, stream));
-  return device;
 }
 
 // Exclusive sum of `count` int32 counts into `count + 1` pointers (the last one the total).
@@ -541,6 +510,7 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
   layout.row_ptr.assign(static_cast<std::size_t>(rows) + 1, 0);
   for (std::int32_t r = 0; r < rows; ++r) layout.row_ptr[r + 1] = layout.row_ptr[r] + tiles[r];
   auto pattern = std::make_unique<DevicePattern>(std::move(layout));
+  for (const std::int64_t row : products) pattern->block_products += row;
   const OutputLayout& placed = pattern->layout();
   pattern->d_row_ptr = upload(placed.row_ptr.data(), rows + 1, stream);
   if (heavy_rows.empty()) {

@@ -4,8 +4,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/cuda_check.cuh"
 
@@ -83,5 +86,38 @@ class Event {
  private:
   cudaEvent_t event_ = nullptr;
 };
+
+// Copies between host and device on `stream`: the checked, counted forms both the build and the
+// numeric phase use. download() waits for the stream; upload() leaves `host` in use until it
+// has run (a pageable source makes the copy synchronous anyway).
+template <typename T>
+DeviceArray<T> upload(const T* host, std::int64_t count, cudaStream_t stream) {
+  DeviceArray<T> device(static_cast<std::size_t>(count));
+  if (count > 0)
+    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(device.get(), host, static_cast<std::size_t>(count) * sizeof(T),
+                                       cudaMemcpyHostToDevice, stream));
+  return device;
+}
+
+template <typename T>
+std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream) {
+  std::vector<T> host(static_cast<std::size_t>(count));
+  if (count > 0)
+    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, static_cast<std::size_t>(count) * sizeof(T),
+                                       cudaMemcpyDeviceToHost, stream));
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+template <typename T>
+T download_one(const T* device, cudaStream_t stream) {
+  return download(device, 1, stream)[0];
+}
+
+// Blocks of `threads` for a grid-stride loop over `items` (at least one, at most 2^20).
+inline unsigned int grid_for(std::int64_t items, int threads = 256) {
+  return static_cast<unsigned int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>((items + threads - 1) / threads, std::int64_t{1} << 20)));
+}
 
 }  // namespace blockmm::kernels::cuda

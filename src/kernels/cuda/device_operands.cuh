@@ -46,6 +46,7 @@ class DevicePattern final : public ProductPattern {
   explicit DevicePattern(OutputLayout layout) { layout_ = std::move(layout); }
   DeviceArray<std::int64_t> d_row_ptr;  // rows + 1
   DeviceArray<std::int32_t> d_col;      // tiles: the block-column of each, ascending within a row
+  std::int64_t block_products = 0;      // of the panel (the symbolic phase counts them per row anyway)
   std::int64_t device_bytes() const { return static_cast<std::int64_t>(d_row_ptr.bytes() + d_col.bytes()); }
 };
 
