@@ -58,7 +58,6 @@ class MemoryRecordSource final : public RecordSource {
     if (count > 0) std::memcpy(dest, records_.record(first), static_cast<std::size_t>(count * stride()));
   }
   InputRecords take() override { return std::move(records_); }
-  const InputRecords& records() const { return records_; }
 
  private:
   InputRecords records_;

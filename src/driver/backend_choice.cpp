@@ -43,12 +43,11 @@ std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::
   if (!likely) return {};
   // Even asking for the device count loads the driver (about 0.1 s): all of it off this thread.
   // Failures stay silent here; choose_backend says what is wrong, or picks the CPU.
-  const int node_rank = comm.node_rank();
-  return std::async(std::launch::async, [node_rank] {
+  // (The future is waited for, or destroyed, inside run_product: `comm` outlives it.)
+  return std::async(std::launch::async, [&comm] {
            try {
              if (!kernels::cuda_device_available()) return;
-             const int devices = kernels::cuda_device_count();
-             kernels::warm_up_cuda(devices > 0 ? node_rank % devices : 0);
+             kernels::warm_up_cuda(device_for(comm, kernels::cuda_device_count()));
            } catch (const Error&) {
            }
          }).share();

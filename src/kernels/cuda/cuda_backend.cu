@@ -1,15 +1,14 @@
 // Host side of the CUDA backend: device choice, operands built on the device (device_build.cu;
 // the host build uploaded where that would not fit the budget), work units, and the chunk
-// pipeline under a memory budget. Chunk c computes on one stream while chunk c-1 copies back
-// into pinned memory on another and the host hands chunk c-2 to the sink (the output file), so
-// the file write overlaps the GPU work.
+// pipeline under a memory budget. Chunk c computes on one stream while chunk c-1 is copied back
+// through a ring of small pinned slots on another and handed to the sink (the output file) slot
+// by slot, so the file write overlaps the GPU work.
 #include <cuda_runtime.h>
 
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
-#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,7 +23,7 @@
 #include "kernels/cuda/device_build.cuh"
 #include "kernels/cuda/device_memory.cuh"
 #include "kernels/cuda/device_operands.cuh"
-#include "kernels/host_operands.hpp"
+#include "operands/host_build.hpp"
 #include "kernels/cuda/tile_kernel.cuh"
 
 namespace blockmm::kernels {
@@ -312,7 +311,6 @@ class CudaBackend final : public Backend {
       cuda::BuildContext context;
       context.device = device_;
       context.threads = threads_;
-      context.available = available;
       context.staging = &staging_;
       context.read_upload_seconds = &steps_["build: read + upload"];
       context.device_seconds = &steps_["build: on the device"];

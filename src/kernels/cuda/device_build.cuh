@@ -35,7 +35,6 @@ class StagingBuffers {
 struct BuildContext {
   int device = 0;
   int threads = 1;                // reading threads
-  std::int64_t available = 0;     // device bytes this build may use at its peak
   StagingBuffers* staging = nullptr;
   // Where the build's time went, added to: reading + uploading, and the device work after it.
   double* read_upload_seconds = nullptr;
