@@ -151,6 +151,47 @@ TEST_F(CudaBackend, WideMatrixHeavyRowsMatchTheCpuBackend) {
   EXPECT_EQ(cpu.layout.row_ptr, gpu.layout.row_ptr);
 }
 
+// Power-law skew (issue #20): A's row 0 holds more blocks than the symbolic phase lets one thread
+// block walk (so it is cut into segments), rows 1..200 fall off as 1/i, and B has one long
+// column, so tiles meet lists of very different lengths from both sides (searched, not walked).
+// Values up to 65535 with a saturating row; against the reference backend for m = 1, 2, 4.
+TEST_F(CudaBackend, SkewedRowsAndColumnsMatchTheReference) {
+  using Blocks = std::vector<std::tuple<int, int, std::vector<std::uint16_t>>>;
+  std::mt19937_64 rng(2020);
+  for (const int m : {1, 2, 4}) {
+    SCOPED_TRACE("m=" + std::to_string(m));
+    const std::int32_t p = m == 1 ? 40000 : 20000;
+    std::uniform_int_distribution<int> column(0, p - 1);
+    std::uniform_int_distribution<int> value(0, 65535);
+    const auto block = [&](bool saturating) {
+      std::vector<std::uint16_t> v(static_cast<std::size_t>(m) * m);
+      for (auto& x : v) x = saturating ? 65535 : static_cast<std::uint16_t>(value(rng));
+      return v;
+    };
+    Blocks a_blocks, b_blocks;
+    const int longest = m == 1 ? 30000 : 17000;
+    for (int e = 0; e < longest; ++e) a_blocks.push_back({0, column(rng), block(false)});
+    for (int i = 1; i <= 200; ++i)
+      for (int e = 0; e < longest / i; ++e) a_blocks.push_back({i, column(rng), block(i == 7)});
+    for (int i = 201; i < p; i += 3) a_blocks.push_back({i, column(rng), block(false)});
+    for (int k = 0; k < p; ++k)
+      for (int e = 0; e < 3; ++e) b_blocks.push_back({k, column(rng), block(k % 97 == 0)});
+    for (int k = 0; k < p; k += 4) b_blocks.push_back({k, 11, block(false)});  // a long column
+    for (Blocks* blocks : {&a_blocks, &b_blocks}) {  // repeated (i, j) would be duplicates
+      std::sort(blocks->begin(), blocks->end(), [](const auto& x, const auto& y) {
+        return std::make_pair(std::get<0>(x), std::get<1>(x)) < std::make_pair(std::get<0>(y), std::get<1>(y));
+      });
+      blocks->erase(std::unique(blocks->begin(), blocks->end(), [](const auto& x, const auto& y) {
+                      return std::get<0>(x) == std::get<0>(y) && std::get<1>(x) == std::get<1>(y);
+                    }), blocks->end());
+      std::shuffle(blocks->begin(), blocks->end(), rng);
+    }
+    const InputRecords a = make_records(p * m, m, a_blocks), b = make_records(p * m, m, b_blocks);
+    expect_same(a, b, "skewed", std::int64_t{64} << 20);
+    if (HasFatalFailure()) return;
+  }
+}
+
 TEST_F(CudaBackend, GenericKernelMatchesReferenceOnRandomCases) {
   g_cuda.generic_kernel = true;
   random_cases(120, 777, 24);

@@ -203,6 +203,55 @@ __global__ void heavy_row_bitsets(SymbolicOperands ops, const std::int32_t* rows
   if (threadIdx.x == 0) counts[blockIdx.x] = total;
 }
 
+// Long heavy rows (a power-law A has rows of 10^5-10^6 blocks): one thread block walking such a
+// row alone serialises the phase on it, so the row's blocks are cut into segments, a thread
+// block each, every warp taking its own A blocks and ORing bits atomically into the row's
+// global bitset (slot `slot` of `out`, zeroed before). Counts come after, from bitset_counts.
+struct HeavySegment {
+  std::int32_t slot;   // the row's bitset in the batch
+  std::int32_t row;    // panel row
+  std::int32_t begin;  // its A blocks [begin, end)
+  std::int32_t end;
+};
+
+__global__ void heavy_row_segments(SymbolicOperands ops, const HeavySegment* segments, std::int64_t words,
+                                   const u64* b_columns, u64* out) {
+  const HeavySegment segment = segments[blockIdx.x];
+  u64* bits = out + static_cast<std::int64_t>(segment.slot) * words;
+  const int lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  for (std::int32_t e = segment.begin + static_cast<std::int32_t>(threadIdx.x / 32); e < segment.end; e += warps) {
+    const std::int32_t kr = ops.a_col[e] - ops.b_row_begin;
+    if (kr < 0 || kr >= ops.b_rows) continue;
+    const u64* amask = ops.a_masks + static_cast<std::int64_t>(e) * ops.mask_words;
+    if (b_columns != nullptr && mask_full(amask, ops.m)) {
+      const u64* row_bits = b_columns + static_cast<std::int64_t>(kr) * words;
+      for (std::int64_t w = lane; w < words; w += 32) {
+        const u64 x = row_bits[w];
+        if (x != 0) atomicOr(bits + w, x);
+      }
+    } else {
+      for (std::int32_t f = ops.b_row_ptr[kr] + lane; f < ops.b_row_ptr[kr + 1]; f += 32)
+        if (masks_intersect(amask, ops.b_masks + static_cast<std::int64_t>(f) * ops.mask_words, ops.mask_words)) {
+          const std::int32_t j = ops.b_col[f];
+          atomicOr(bits + (j >> 6), u64{1} << (j & 63));
+        }
+    }
+  }
+}
+
+// Population count of each of the first gridDim.x bitsets of `bits`.
+template <int kThreads>
+__global__ void bitset_counts(const u64* bits, std::int64_t words, std::int64_t* counts) {
+  using Reduce = cub::BlockReduce<std::int64_t, kThreads>;
+  __shared__ typename Reduce::TempStorage reduce_storage;
+  const u64* row_bits = bits + static_cast<std::int64_t>(blockIdx.x) * words;
+  std::int64_t count = 0;
+  for (std::int64_t w = threadIdx.x; w < words; w += kThreads) count += __popcll(row_bits[w]);
+  const std::int64_t total = Reduce(reduce_storage).Sum(count);
+  if (threadIdx.x == 0) counts[blockIdx.x] = total;
+}
+
 // Columns of each bitset row, ascending, written from offset[row] on.
 template <int kThreads>
 __global__ void bitset_columns(const u64* bits, std::int64_t words, const std::int64_t* offset, std::int32_t* cols) {

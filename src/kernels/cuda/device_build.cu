@@ -460,14 +460,44 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
     std::vector<DeviceArray<std::int32_t>> parts;
     std::vector<std::int64_t> part_first;
     std::int64_t heavy_total = 0;
-    for (std::size_t i0 = 0; i0 < heavy_rows.size(); i0 += static_cast<std::size_t>(batch_rows)) {
-      const auto n = static_cast<std::int32_t>(std::min<std::int64_t>(batch_rows, heavy_rows.size() - i0));
-      DeviceArray<std::int32_t> d_rows = upload(heavy_rows.data() + i0, n, stream);
+    // A row of more than kLongRow blocks is cut into segments of kSegment blocks, a thread block
+    // each; shorter rows (every row of the D cases) keep one thread block and a shared bitset.
+    constexpr std::int64_t kLongRow = 16384;
+    constexpr std::int32_t kSegment = 1024;
+    auto row_blocks = [&](std::int32_t r) { return a.row_ptr[r + 1] - a.row_ptr[r]; };
+    for (std::size_t i0 = 0; i0 < heavy_rows.size();) {
+      // A batch: up to batch_rows consecutive heavy rows, all long or all not.
+      const bool long_rows = row_blocks(heavy_rows[i0]) > kLongRow;
+      std::size_t i1 = i0 + 1;
+      while (i1 < heavy_rows.size() && static_cast<std::int64_t>(i1 - i0) < batch_rows &&
+             (row_blocks(heavy_rows[i1]) > kLongRow) == long_rows)
+        ++i1;
+      const auto n = static_cast<std::int32_t>(i1 - i0);
       DeviceArray<u64> bits(static_cast<std::size_t>(n * words));
       DeviceArray<std::int64_t> counts(static_cast<std::size_t>(n));
-      heavy_row_bitsets<kThreads><<<static_cast<unsigned int>(n), kThreads, use_shared ? shared_bytes : 0, stream>>>(
-          ops, d_rows.get(), words, b_columns.get(), use_shared, bits.get(), counts.get());
-      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      if (long_rows) {
+        std::vector<HeavySegment> segments;
+        for (std::int32_t i = 0; i < n; ++i) {
+          const std::int32_t r = heavy_rows[i0 + static_cast<std::size_t>(i)];
+          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; e += kSegment)
+            segments.push_back({i, r, static_cast<std::int32_t>(e),
+                                static_cast<std::int32_t>(std::min<std::int64_t>(e + kSegment, a.row_ptr[r + 1]))});
+        }
+        zero(bits, stream);
+        DeviceArray<HeavySegment> d_segments = upload(segments.data(), static_cast<std::int64_t>(segments.size()), stream);
+        heavy_row_segments<<<static_cast<unsigned int>(segments.size()), kThreads, 0, stream>>>(
+            ops, d_segments.get(), words, b_columns.get(), bits.get());
+        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+        bitset_counts<kThreads><<<static_cast<unsigned int>(n), kThreads, 0, stream>>>(bits.get(), words, counts.get());
+        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+        BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // d_segments is freed at the end of this scope
+      } else {
+        DeviceArray<std::int32_t> d_rows = upload(heavy_rows.data() + i0, n, stream);
+        heavy_row_bitsets<kThreads><<<static_cast<unsigned int>(n), kThreads, use_shared ? shared_bytes : 0, stream>>>(
+            ops, d_rows.get(), words, b_columns.get(), use_shared, bits.get(), counts.get());
+        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+        BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      }
       const std::vector<std::int64_t> batch_counts = download(counts.get(), n, stream);
       std::vector<std::int64_t> offset(static_cast<std::size_t>(n));
       std::int64_t batch_total = 0;
@@ -485,6 +515,7 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
       part_first.push_back(heavy_total);
       heavy_total += batch_total;
       parts.push_back(std::move(cols));
+      i0 = i1;
     }
     if (parts.size() == 1) {
       heavy_cols = std::move(parts[0]);

@@ -4,7 +4,8 @@
 // pointers, collecting matches in batches so that the multiply-adds run convergent across the
 // warp, accumulates in uint64 registers, and writes its saturated rows straight into the
 // tile's output record: offsets are fixed by the (exact) symbolic phase, so nothing needs
-// compacting afterwards.
+// compacting afterwards. A row far longer than the column it meets (or the reverse) is searched
+// instead of walked, so skewed rows cost their tiles little (for_each_match).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -114,30 +115,69 @@ __device__ __forceinline__ void block_mac(std::uint64_t (&acc)[RPT][M], const st
   }
 }
 
+// First position in [lo, hi) of the ascending `keys` whose key is >= key (hi if none).
+__device__ __forceinline__ std::int32_t lower_bound(const std::int32_t* keys, std::int32_t lo, std::int32_t hi,
+                                                    std::int32_t key) {
+  while (lo < hi) {
+    const std::int32_t mid = lo + (hi - lo) / 2;
+    if (__ldg(keys + mid) < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// One list this many times longer than the other is searched, not walked: a power-law A row
+// of 700 000 blocks meets B columns of 10, and walking both costs every tile of that row the
+// whole row (the serialisation issue #20 measured at 24x cuSPARSE); searching costs 10 x 20 steps.
+constexpr std::int32_t kSearchRatio = 16;
+
 // Intersects A's row with B's column, handing each batch of matches (A block, B block) to
-// `consume`. Branch-free pointer steps keep the warp together while it searches.
+// `consume` (any order: the sums are exact integers). Two pointers when the lists are of
+// similar length, with branch-free steps that keep the warp together; else each entry of the
+// short list is looked up in the long one (the long one's tail only: both ascend).
 template <typename Consume>
 __device__ __forceinline__ void for_each_match(const TileParams& p, std::int32_t pa, std::int32_t ea,
                                                std::int32_t pb, std::int32_t eb, Consume&& consume) {
+  const std::int32_t a_length = ea - pa;
+  const std::int32_t b_length = eb - pb;
+  const int mode = a_length > kSearchRatio * b_length ? 1 : (b_length > kSearchRatio * a_length ? 2 : 0);
   while (true) {
     std::int32_t ma[kMatchBatch];
     std::int32_t mb[kMatchBatch];
     int count = 0;
-    while (count < kMatchBatch && pa < ea && pb < eb) {
-      const std::int32_t ka = __ldg(p.a_col + pa);
-      const std::int32_t kb = __ldg(p.b_csc_row + pb);
-      if (ka == kb) {
-        const std::int32_t block = __ldg(p.b_csc_block + pb);
+    auto add = [&](std::int32_t a_at, std::int32_t b_block) {
 #pragma unroll
-        for (int q = 0; q < kMatchBatch; ++q)
-          if (q == count) {
-            ma[q] = pa;
-            mb[q] = block;
-          }
-        ++count;
+      for (int q = 0; q < kMatchBatch; ++q)
+        if (q == count) {
+          ma[q] = a_at;
+          mb[q] = b_block;
+        }
+      ++count;
+    };
+    if (mode == 1) {  // search A's long row for each block of B's column
+      while (count < kMatchBatch && pb < eb && pa < ea) {
+        const std::int32_t kb = __ldg(p.b_csc_row + pb);
+        pa = lower_bound(p.a_col, pa, ea, kb);
+        if (pa < ea && __ldg(p.a_col + pa) == kb) add(pa, __ldg(p.b_csc_block + pb));
+        ++pb;
       }
-      pa += ka <= kb;
-      pb += kb <= ka;
+    } else if (mode == 2) {  // search B's long column for each block of A's row
+      while (count < kMatchBatch && pa < ea && pb < eb) {
+        const std::int32_t ka = __ldg(p.a_col + pa);
+        pb = lower_bound(p.b_csc_row, pb, eb, ka);
+        if (pb < eb && __ldg(p.b_csc_row + pb) == ka) add(pa, __ldg(p.b_csc_block + pb));
+        ++pa;
+      }
+    } else {
+      while (count < kMatchBatch && pa < ea && pb < eb) {
+        const std::int32_t ka = __ldg(p.a_col + pa);
+        const std::int32_t kb = __ldg(p.b_csc_row + pb);
+        if (ka == kb) add(pa, __ldg(p.b_csc_block + pb));
+        pa += ka <= kb;
+        pb += kb <= ka;
+      }
     }
 #pragma unroll
     for (int q = 0; q < kMatchBatch; ++q)
