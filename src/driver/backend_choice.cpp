@@ -53,24 +53,36 @@ std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::
          }).share();
 }
 
-std::int64_t estimated_rank_macs(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks, int ranks) {
-  const double p = std::max(1, shape.block_rows());
-  const double m = shape.m;
-  const double macs = static_cast<double>(a_blocks) * static_cast<double>(b_blocks) / p * m * m * m / std::max(1, ranks);
+kernels::BackendConfig::WorkEstimate estimated_rank_work(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks,
+                                                         int ranks) {
+  kernels::BackendConfig::WorkEstimate estimate;
+  estimate.n = shape.n;
+  estimate.m = shape.m;
+  const std::int32_t p = std::max(1, shape.block_rows());
+  estimate.rows = static_cast<std::int32_t>((std::int64_t{p} + std::max(1, ranks) - 1) / std::max(1, ranks));
+  const double products = static_cast<double>(a_blocks) * static_cast<double>(b_blocks) / p / std::max(1, ranks);
+  estimate.block_products = products >= 9.0e18 ? INT64_MAX : static_cast<std::int64_t>(products);
+  return estimate;
+}
+
+std::int64_t estimated_macs(const kernels::BackendConfig::WorkEstimate& estimate) {
+  const double m = estimate.m;
+  const double macs = static_cast<double>(estimate.block_products) * m * m * m;
   return macs >= 9.0e18 ? INT64_MAX : static_cast<std::int64_t>(macs);
 }
 
 std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const comm::Communicator& comm, int threads,
-                                                 std::int64_t rank_macs) {
+                                                 const kernels::BackendConfig::WorkEstimate& estimate) {
   kernels::BackendKind kind = kernels::BackendKind::cpu;
   if (options.backend == "auto") {
-    if (rank_macs >= kAutoCudaMinMacs && kernels::cuda_device_available()) kind = kernels::BackendKind::cuda;
+    if (estimated_macs(estimate) >= kAutoCudaMinMacs && kernels::cuda_device_available()) kind = kernels::BackendKind::cuda;
   } else {
     kind = kernels::parse_backend_kind(options.backend);
   }
   kernels::BackendConfig config;
   config.threads = threads;
   config.device_memory_budget = options.mem_budget;
+  config.estimate = estimate;
   if (kind != kernels::BackendKind::cuda) return kernels::make_backend(kind, config);
   // The user's one line says what to do; the failed CUDA call stays behind --verbose.
   const std::string advice = "; use --backend cpu, or --backend auto to take the GPU only when one is usable";

@@ -23,13 +23,18 @@ constexpr std::int64_t kAutoCudaWarmUpInputBytes = std::int64_t{64} << 20;
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
                                             std::int64_t input_bytes);
 
-// `rank_macs`: the rank's expected useful multiply-adds, estimated before any operand exists
-// (backends build their own operands, so the choice comes first).
+// `estimate`: the rank's expected work, from the headers before any operand exists (backends
+// build their own operands, so the choice comes first). auto takes the GPU for enough
+// multiply-adds; the cuda backend uses it to prepare its dense path early.
 std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const comm::Communicator& comm, int threads,
-                                                 std::int64_t rank_macs);
+                                                 const kernels::BackendConfig::WorkEstimate& estimate);
 
-// Expected block products of one rank's panel from the headers alone: k_A k_B / p if blocks were
-// spread evenly, shared among the ranks.
-std::int64_t estimated_rank_macs(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks, int ranks);
+// One rank's panel from the headers alone: its share of the block-rows, and k_A k_B / p block
+// products as if blocks were spread evenly, shared among the ranks.
+kernels::BackendConfig::WorkEstimate estimated_rank_work(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks,
+                                                         int ranks);
+
+// Useful multiply-adds of an estimate (block products x m^3), saturated at INT64_MAX.
+std::int64_t estimated_macs(const kernels::BackendConfig::WorkEstimate& estimate);
 
 }  // namespace blockmm::driver

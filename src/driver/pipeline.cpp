@@ -165,7 +165,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
         throw InputError(comm.is_root() ? partition::duplicate_message(*file)(i, j) : "duplicate block");
       }
       if (cuda_warm_up.valid()) cuda_warm_up.wait();
-      stats.backend = choose_backend(options, comm, stats.threads, 0)->name();
+      stats.backend = choose_backend(options, comm, stats.threads, {})->name();
     });
     mine.build = clock.lap();
     // Each rank's panel is its share of the block-rows. The HDF5 writer writes /indptr from the
@@ -203,10 +203,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   std::unique_ptr<kernels::Backend> backend;
   comm.run_phase([&] {
     if (cuda_warm_up.valid()) cuda_warm_up.wait();
-    const std::int64_t macs = options.backend == "auto"
-                                  ? estimated_rank_macs(shape, stats.a_records, stats.b_records, comm.size())
-                                  : 0;
-    backend = choose_backend(options, comm, stats.threads, macs);
+    backend = choose_backend(options, comm, stats.threads,
+                             estimated_rank_work(shape, stats.a_records, stats.b_records, comm.size()));
   });
   stats.backend = backend->name();
   mine.setup = clock.lap();

@@ -109,6 +109,14 @@ struct BackendConfig {
   // Device memory the backend may use for operands and scratch; 0: a share of the free memory.
   std::int64_t device_memory_budget = 0;
   CudaChoices cuda;
+  // This rank's work as the driver estimates it from the headers (zeros: unknown): the cuda
+  // backend starts loading cuBLAS at once when its dense path looks likely, beside the build.
+  struct WorkEstimate {
+    std::int64_t n = 0;
+    std::int32_t m = 0;
+    std::int32_t rows = 0;
+    std::int64_t block_products = 0;
+  } estimate;
 };
 
 // Throws ResourceError when the kind cannot run here (cuda without a build or a device).

@@ -292,6 +292,15 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     BLOCKMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     device_name_ = std::string("GPU ") + std::to_string(device_) + " (" + prop.name + ")";
+    if (config.estimate.block_products > 0) {
+      cuda::DenseProblem probe;
+      probe.n = config.estimate.n;
+      probe.m = config.estimate.m;
+      probe.rows = config.estimate.rows;
+      probe.tiles = 1;
+      probe.block_products = config.estimate.block_products;
+      preload_cublas_if_dense(probe);
+    }
   }
 
   std::string name() const override { return "cuda"; }
@@ -332,22 +341,14 @@ class CudaBackend final : public Backend {
     Stream stream;
     const cuda::DeviceOperand& a_operand = device_operand(a);
     const std::int64_t products = cuda::device_block_products(a_operand, device_operand(b), stream.get());
-    // The dense path's choice needs only these counts (and a non-empty product): when it will be
-    // taken, cuBLAS (0.06 s to load on the H100 machine) loads now, beside the symbolic phase,
-    // instead of inside the numeric one. The future's destructor waits for a load in flight.
+    // The dense path's choice needs only these counts (and a non-empty product).
     cuda::DenseProblem probe;
     probe.n = a_operand.shape.n;
     probe.m = a_operand.shape.m;
     probe.rows = a_operand.rows_held();
     probe.tiles = 1;
     probe.block_products = products;
-    if (!cublas_preload_.valid() && cuda::dense_path_pays(probe, choices_))
-      cublas_preload_ = std::async(std::launch::async, [] {
-        try {
-          (void)cuda::CublasLibrary::get();
-        } catch (...) {  // the numeric phase reports it, where it needs the library
-        }
-      });
+    preload_cublas_if_dense(probe);
     return products;
   }
 
@@ -598,6 +599,19 @@ class CudaBackend final : public Backend {
                                                                           a.row_begin, m, out, params.zero_tiles);
         }
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      }
+    });
+  }
+
+  // When the dense path will (likely) run, cuBLAS (0.06-0.08 s to load on the H100 machine)
+  // loads on a thread of its own, beside the build or the symbolic phase, not inside the numeric
+  // phase. Once per backend; the future's destructor waits for a load in flight.
+  void preload_cublas_if_dense(const cuda::DenseProblem& probe) {
+    if (cublas_preload_.valid() || !cuda::dense_path_pays(probe, choices_)) return;
+    cublas_preload_ = std::async(std::launch::async, [] {
+      try {
+        (void)cuda::CublasLibrary::get();
+      } catch (...) {  // the numeric phase reports it, where it needs the library
       }
     });
   }
