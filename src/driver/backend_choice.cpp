@@ -62,6 +62,7 @@ kernels::BackendConfig::WorkEstimate estimated_rank_work(MatrixShape shape, std:
   estimate.rows = static_cast<std::int32_t>((std::int64_t{p} + std::max(1, ranks) - 1) / std::max(1, ranks));
   const double products = static_cast<double>(a_blocks) * static_cast<double>(b_blocks) / p / std::max(1, ranks);
   estimate.block_products = products >= 9.0e18 ? INT64_MAX : static_cast<std::int64_t>(products);
+  estimate.input_blocks = (a_blocks + b_blocks) / std::max(1, ranks);
   return estimate;
 }
 
@@ -75,7 +76,8 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
                                                  const kernels::BackendConfig::WorkEstimate& estimate) {
   kernels::BackendKind kind = kernels::BackendKind::cpu;
   if (options.backend == "auto") {
-    if (estimated_macs(estimate) >= kAutoCudaMinMacs && kernels::cuda_device_available()) kind = kernels::BackendKind::cuda;
+    const bool repays = estimated_macs(estimate) >= kAutoCudaMinMacs || estimate.input_blocks >= kAutoCudaMinInputBlocks;
+    if (repays && kernels::cuda_device_available()) kind = kernels::BackendKind::cuda;
   } else {
     kind = kernels::parse_backend_kind(options.backend);
   }

@@ -12,8 +12,13 @@
 
 namespace blockmm::driver {
 
-// Useful multiply-adds below which "auto" keeps to the CPU.
+// "auto" takes the GPU from this many useful multiply-adds, or from this many input blocks
+// (small m: the CPU's build and symbolic phases cost per block). Measured on the H200 machine,
+// 16 cores (bench/NOTES.md): E2 (m = 2, 5.2 M blocks) cuda 0.46 s vs cpu 0.55 s, E1 (m = 1,
+// 21 M blocks) 0.57 vs 1.32 s; below about 4 M blocks CUDA's 0.3-0.4 s of start-up and teardown
+// does not pay.
 constexpr std::int64_t kAutoCudaMinMacs = std::int64_t{4} << 30;
+constexpr std::int64_t kAutoCudaMinInputBlocks = std::int64_t{4} << 20;
 
 // Input bytes above which "auto" starts the CUDA context while the inputs are read.
 constexpr std::int64_t kAutoCudaWarmUpInputBytes = std::int64_t{64} << 20;

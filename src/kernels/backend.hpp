@@ -116,6 +116,7 @@ struct BackendConfig {
     std::int32_t m = 0;
     std::int32_t rows = 0;
     std::int64_t block_products = 0;
+    std::int64_t input_blocks = 0;  // A's and B's records this rank builds from
   } estimate;
 };
 
