@@ -1,5 +1,6 @@
 """The benchmark cases: bench/cases.sh (shared with the job scripts) read as data, and the
 expected work and output size of each."""
+import dataclasses
 import math
 import os
 import subprocess
@@ -7,11 +8,24 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@dataclasses.dataclass(frozen=True)
 class Case:
-    def __init__(self, name, n, m, k, group, shape="gen"):
-        self.name, self.n, self.m, self.k, self.group, self.shape = name, n, m, k, group, shape
-        self.p = n // m
-        self.k_b = self.p if shape == "col0" else k
+    """A case of bench/cases.sh: order n, block order m, k blocks of A; shape "gen" (B is a
+    blockmm-gen matrix of k blocks too) or "col0" (B is every block of block-column 0)."""
+    name: str
+    n: int
+    m: int
+    k: int
+    group: str  # small or full
+    shape: str = "gen"
+
+    @property
+    def p(self):
+        return self.n // self.m
+
+    @property
+    def k_b(self):
+        return self.p if self.shape == "col0" else self.k
 
     @property
     def small(self):

@@ -1,7 +1,7 @@
 """bench/run's plots (matplotlib, Agg backend; skipped when matplotlib is missing)."""
 import os
 
-from blockmm_bench.records import STACKED, case_order, label, num
+from blockmm_bench.records import STACKED, case_order, label
 
 
 BACKEND_COLORS = {"cpu": "#1f77b4", "cuda": "#2ca02c", "auto": "#9467bd", "reference": "#8c564b"}
@@ -10,6 +10,7 @@ PHASE_COLORS = {"read": "#4c72b0", "exchange": "#8172b2", "build": "#dd8452", "s
 
 
 def make_plots(rows, outdir, machine, progress):
+    """Draws the four PNGs of these ResultRows into outdir; returns their names."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -17,7 +18,7 @@ def make_plots(rows, outdir, machine, progress):
     except ImportError:
         progress("matplotlib missing: no plots")
         return []
-    ok = [r for r in rows if num(r, "wall_s") is not None]
+    ok = [r for r in rows if r.measured]
     made = []
     if not ok:
         return made
@@ -35,19 +36,19 @@ def make_plots(rows, outdir, machine, progress):
     nrow = (len(cases) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(max(8.0, 3.2 * ncol + 0.5), 2.9 * nrow + 1.1), squeeze=False)
     for ax, case in zip(axes.flat, cases):
-        rs = [r for r in ok if r["case"] == case]
+        rs = [r for r in ok if r.case == case]
         xs = range(len(rs))
         bottom = [0.0] * len(rs)
         for p in STACKED + ["launch"]:
-            vals = [num(r, p + "_s") or 0.0 for r in rs]
+            vals = [r.phase(p) or 0.0 for r in rs]
             ax.bar(xs, vals, bottom=bottom, color=PHASE_COLORS[p], width=0.7, label=p)
             bottom = [x + y for x, y in zip(bottom, vals)]
-        fl = num(rs[0], "floor_s")
+        fl = rs[0].floor_s
         if fl:
             ax.axhline(fl, color="black", lw=1, ls="--", label="I/O floor")
         ax.set_xticks(list(xs))
         ax.set_xticklabels([label(r) for r in rs], fontsize=8)
-        ax.set_title("%s (out %.0f MB)" % (case, (num(rs[0], "output_bytes") or 0) / 1e6), fontsize=9)
+        ax.set_title("%s (out %.0f MB)" % (case, (rs[0].output_bytes or 0) / 1e6), fontsize=9)
         ax.tick_params(axis="y", labelsize=8)
         ax.set_ylabel("seconds", fontsize=8)
     for ax in list(axes.flat)[len(cases):]:
@@ -70,22 +71,22 @@ def make_plots(rows, outdir, machine, progress):
     for ci, cfg in enumerate(configs):
         xs, ys = [], []
         for xi, case in enumerate(cases):
-            r = next((r for r in ok if r["case"] == case and label(r) == cfg), None)
+            r = next((r for r in ok if r.case == case and label(r) == cfg), None)
             if r:
                 xs.append(xi - 0.4 + width * (ci + 0.5))
-                ys.append(num(r, "wall_s"))
+                ys.append(r.wall_s)
         backend = cfg.split()[0]
         alpha = 1.0 if cfg.endswith("x1") else 0.6
         ax.bar(xs, ys, width=width * 0.95, color=BACKEND_COLORS.get(backend, "#7f7f7f"), alpha=alpha, label=cfg,
                edgecolor="black", lw=0.3)
     for xi, case in enumerate(cases):
-        r0 = next(r for r in ok if r["case"] == case)
-        fl = num(r0, "floor_s")
+        r0 = next(r for r in ok if r.case == case)
+        fl = r0.floor_s
         if fl:
             ax.hlines(fl, xi - 0.45, xi + 0.45, colors="black", lw=2, label="I/O floor" if xi == 0 else None)
             ax.hlines(1.25 * fl, xi - 0.45, xi + 0.45, colors="black", lw=1, linestyles=":",
                       label="1.25 x floor" if xi == 0 else None)
-        sc = num(r0, "scipy_s")
+        sc = r0.scipy_s
         if sc:
             ax.plot([xi + 0.42], [sc], marker="*", color="#ff7f0e", ms=9, ls="none",
                     label="scipy BSR (1 core)" if not any(l == "scipy BSR (1 core)"
@@ -105,20 +106,20 @@ def make_plots(rows, outdir, machine, progress):
     fig, ax = plt.subplots(figsize=(7, 4.6))
     markers = {1: "o", 2: "s", 3: "^", 4: "D"}
     for cfg in configs:
-        rs = [r for r in ok if label(r) == cfg and num(r, "gmacs_numeric")]
+        rs = [r for r in ok if label(r) == cfg and r.gmacs_numeric]
         if not rs:
             continue
-        backend, ranks = rs[0]["backend"], int(rs[0]["ranks"])
+        backend, ranks = rs[0].backend, rs[0].ranks
         color = BACKEND_COLORS.get(backend, "#7f7f7f")
         mk = markers.get(ranks, "v")
-        ax.scatter([num(r, "density") for r in rs], [num(r, "gmacs_numeric") for r in rs], color=color, marker=mk,
+        ax.scatter([r.density for r in rs], [r.gmacs_numeric for r in rs], color=color, marker=mk,
                    label=cfg + " numeric", zorder=3)
-        ax.scatter([num(r, "density") for r in rs], [num(r, "gmacs_e2e") for r in rs], facecolors="none",
+        ax.scatter([r.density for r in rs], [r.gmacs_e2e for r in rs], facecolors="none",
                    edgecolors=color, marker=mk, label=cfg + " end to end", zorder=3)
     for case in cases:
-        r = max((r for r in ok if r["case"] == case), key=lambda r: num(r, "gmacs_numeric") or 0)
-        if num(r, "gmacs_numeric"):
-            ax.annotate(case, (num(r, "density"), num(r, "gmacs_numeric")), textcoords="offset points",
+        r = max((r for r in ok if r.case == case), key=lambda r: r.gmacs_numeric or 0)
+        if r.gmacs_numeric:
+            ax.annotate(case, (r.density, r.gmacs_numeric), textcoords="offset points",
                         xytext=(5, 4), fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -132,25 +133,25 @@ def make_plots(rows, outdir, machine, progress):
     save(fig, "gmacs_density.png")
 
     # 4. speed-up against ranks (per backend; wall solid, numeric phase dashed)
-    backends = [b for b in ("cpu", "cuda", "auto", "reference") if any(r["backend"] == b for r in ok)]
+    backends = [b for b in ("cpu", "cuda", "auto", "reference") if any(r.backend == b for r in ok)]
     fig, axes = plt.subplots(1, max(1, len(backends)), figsize=(4.6 * max(1, len(backends)), 3.8), squeeze=False)
     cmap = plt.get_cmap("tab10")
     for ax, backend in zip(axes.flat, backends):
         top = 1
         for ci, case in enumerate(cases):
-            rs = sorted((r for r in ok if r["case"] == case and r["backend"] == backend), key=lambda r: int(r["ranks"]))
-            base = next((r for r in rs if r["ranks"] == "1"), None)
+            rs = sorted((r for r in ok if r.case == case and r.backend == backend), key=lambda r: r.ranks)
+            base = next((r for r in rs if r.ranks == 1), None)
             if not base or len(rs) < 2:
                 continue
-            xs = [int(r["ranks"]) for r in rs]
+            xs = [r.ranks for r in rs]
             top = max(top, max(xs))
-            ax.plot(xs, [num(base, "wall_s") / num(r, "wall_s") for r in rs], marker="o", color=cmap(ci % 10),
+            ax.plot(xs, [base.wall_s / r.wall_s for r in rs], marker="o", color=cmap(ci % 10),
                     label=case)
-            if num(base, "numeric_s"):
-                ax.plot(xs, [num(base, "numeric_s") / max(1e-9, num(r, "numeric_s") or 1e-9) for r in rs], ls="--",
+            if base.numeric_s:
+                ax.plot(xs, [base.numeric_s / max(1e-9, r.numeric_s or 1e-9) for r in rs], ls="--",
                         marker=".", color=cmap(ci % 10))
         ax.plot([1, top], [1, top], color="gray", lw=0.8, ls=":", label="ideal")
-        ax.set_xticks(sorted({int(r["ranks"]) for r in ok if r["backend"] == backend}))
+        ax.set_xticks(sorted({r.ranks for r in ok if r.backend == backend}))
         ax.set_xlabel("ranks")
         ax.set_ylabel("speed-up over 1 rank")
         ax.set_title("%s: %s (solid: wall, dashed: numeric)" % (machine, backend), fontsize=9)

@@ -1,8 +1,17 @@
-"""bench/run's section of bench/RESULTS.md: the tables of one machine's results."""
+"""bench/run's section of bench/RESULTS.md: one machine's results (typed ResultRows and
+machine.json) as markdown tables, and the page update that replaces only that section."""
 import os
 import re
 
-from blockmm_bench.records import case_order, fmt, label, num
+from blockmm_bench.records import case_order, fmt, label
+
+E2E_HEADER = ["case", "n", "m", "k", "density", "backend x ranks", "status", "identical", "runs", "wall s", "total s",
+              "numeric s", "GMAC/s numeric", "GMAC/s e2e", "peak RSS MB", "output MB", "floor s", "wall / floor"]
+PHASES_HEADER = ["case", "config", "threads/rank", "read", "exchange", "build", "setup", "symbolic", "numeric",
+                 "(compute)", "(write)", "commit", "total", "launch", "wall", "imbalance"]
+ANCHORS_HEADER = ["case", "read inputs s", "write+fsync output s", "floor s", "best wall s", "best / floor",
+                  "scipy BSR wall s", "scipy in-script s", "scipy multiply s", "blockmm speed-up (wall)",
+                  "scipy vs blockmm", "cuSPARSE", "cuSPARSE SpGEMM s", "DBCSR multiply s (1 rank)", "DBCSR vs blockmm"]
 
 
 def md_table(header, rows):
@@ -11,8 +20,37 @@ def md_table(header, rows):
     return "\n".join(out)
 
 
-def short(v, digits=3):
-    return fmt(v, digits) if isinstance(v, float) else ("" if v is None else str(v))
+def e2e_cells(r):
+    """One row of the end-to-end table: a configuration's medians, work and floor."""
+    k = r.text("k_a") if r.k_a == r.k_b else "%s / %s" % (r.text("k_a"), r.text("k_b"))
+    return ([r.case, r.text("n"), r.text("m"), k, r.text("density"), label(r)] +
+            [r.text(c) for c in ("status", "identical", "repeats", "wall_s", "total_s", "numeric_s", "gmacs_numeric",
+                                 "gmacs_e2e", "rss_mb")] +
+            [fmt(r.output_bytes / 1e6, 1) if r.output_bytes is not None else "", r.text("floor_s"),
+             r.text("wall_over_floor")])
+
+
+def phase_cells(r):
+    """One row of the phases table (measured configurations only)."""
+    return ([r.case, label(r), r.text("threads_per_rank")] +
+            [r.text(p + "_s") for p in ["read", "exchange", "build", "setup", "symbolic", "numeric",
+                                         "numeric_compute", "write", "commit", "total"]] +
+            [r.text("launch_s"), r.text("wall_s"), r.text("imbalance") if r.ranks != 1 else ""])
+
+
+def anchor_cells(rs):
+    """One row of the floor and anchors table: a case's rows (they share the floor and anchors)."""
+    r0 = rs[0]
+    good = [r for r in rs if r.measured]
+    best = min(good, key=lambda r: r.wall_s) if good else None
+    # End to end means whole processes: the anchor's wall time against blockmm's best wall time.
+    speedup = "%.1f×" % (r0.scipy_wall_s / best.wall_s) if r0.scipy_wall_s and best and best.wall_s else ""
+    return ([r0.case, r0.text("floor_read_s"), r0.text("floor_write_s"), r0.text("floor_s"),
+             "%s (%s)" % (best.text("wall_s"), label(best)) if best else "",
+             best.text("wall_over_floor") if best else ""] +
+            [r0.text(c) for c in ("scipy_wall_s", "scipy_s", "scipy_multiply_s")] + [speedup] +
+            [r0.text(c) for c in ("scipy_check", "cusparse_status", "cusparse_spgemm_s", "dbcsr_multiply_s",
+                                  "dbcsr_check")])
 
 
 def section_text(machine, info, rows, plots, notes):
@@ -30,47 +68,13 @@ def section_text(machine, info, rows, plots, notes):
     if notes:
         lines.append("")
         lines += ["- **%s**" % n for n in notes]
-    ok = [r for r in rows if num(r, "wall_s") is not None]
     lines += ["", "### End to end (medians)", ""]
-    t = []
-    for r in rows:
-        t.append([r["case"], r["n"], r["m"], r["k_a"] if r["k_a"] == r["k_b"] else "%s / %s" % (r["k_a"], r["k_b"]),
-                  r["density"], label(r), r["status"], r["identical"], r["repeats"], r["wall_s"], r["total_s"],
-                  r["numeric_s"], r["gmacs_numeric"], r["gmacs_e2e"], r["rss_mb"],
-                  fmt((num(r, "output_bytes") or 0) / 1e6, 1) if r["output_bytes"] else "", r["floor_s"],
-                  r["wall_over_floor"]])
-    lines.append(md_table(["case", "n", "m", "k", "density", "backend x ranks", "status", "identical", "runs",
-                           "wall s", "total s", "numeric s", "GMAC/s numeric", "GMAC/s e2e", "peak RSS MB",
-                           "output MB", "floor s", "wall / floor"], t))
+    lines.append(md_table(E2E_HEADER, [e2e_cells(r) for r in rows]))
     lines += ["", "### Phases (medians, seconds, slowest rank)", ""]
-    t = []
-    for r in ok:
-        t.append([r["case"], label(r), r["threads_per_rank"]] +
-                 [r[p + "_s"] for p in ["read", "exchange", "build", "setup", "symbolic", "numeric",
-                                        "numeric_compute", "write", "commit", "total"]] +
-                 [r["launch_s"], r["wall_s"], r["imbalance"] if r["ranks"] != "1" else ""])
-    lines.append(md_table(["case", "config", "threads/rank", "read", "exchange", "build", "setup", "symbolic",
-                           "numeric", "(compute)", "(write)", "commit", "total", "launch", "wall", "imbalance"], t))
+    lines.append(md_table(PHASES_HEADER, [phase_cells(r) for r in rows if r.measured]))
     lines += ["", "### I/O floor and anchors", ""]
-    t = []
-    for case in case_order(rows):
-        rs = [r for r in rows if r["case"] == case]
-        r0 = rs[0]
-        good = [r for r in rs if num(r, "wall_s") is not None]
-        best = min(good, key=lambda r: num(r, "wall_s")) if good else None
-        # End to end means whole processes: the anchor's wall time against blockmm's best wall time.
-        scipy_wall, best_wall = num(r0, "scipy_wall_s"), num(best, "wall_s") if best else None
-        speedup = "%.1f×" % (scipy_wall / best_wall) if scipy_wall and best_wall else ""
-        t.append([case, r0["floor_read_s"], r0["floor_write_s"], r0["floor_s"],
-                  "%s (%s)" % (best["wall_s"], label(best)) if best else "",
-                  best["wall_over_floor"] if best else "",
-                  r0["scipy_wall_s"], r0["scipy_s"], r0["scipy_multiply_s"], speedup, r0["scipy_check"],
-                  r0["cusparse_status"], r0["cusparse_spgemm_s"], r0.get("dbcsr_multiply_s", ""),
-                  r0.get("dbcsr_check", "")])
-    lines.append(md_table(["case", "read inputs s", "write+fsync output s", "floor s", "best wall s",
-                           "best / floor", "scipy BSR wall s", "scipy in-script s", "scipy multiply s",
-                           "blockmm speed-up (wall)", "scipy vs blockmm", "cuSPARSE", "cuSPARSE SpGEMM s",
-                           "DBCSR multiply s (1 rank)", "DBCSR vs blockmm"], t))
+    lines.append(md_table(ANCHORS_HEADER, [anchor_cells([r for r in rows if r.case == case])
+                                           for case in case_order(rows)]))
     if plots:
         lines += ["", "### Plots", ""]
         titles = {"phases.png": "Phase breakdown", "floor.png": "End to end against the I/O floor",
