@@ -9,6 +9,7 @@ D3 32768 8 8800000
 D4 32768 4 33000000
 G1 16384 8 4194304
 E1 1048576 1 10485760
+E2 2097152 2 2621440
 "
 # Scaled-down cases for a CPU-only machine.
 BLOCKMM_SMALL_CASES="
@@ -32,9 +33,13 @@ make_case() {
 # with blockmm-gen (seed 1, as above) and B itself; make_case and gpu_session.sh don't use these.
 #   col0: B holds every block of block-column 0 (n/m blocks, values in [0, 1023]), so the
 #         product is SpMV-shaped with m right-hand sides (DESIGN.md §5, V1).
+#   skew: A's block-rows power-law (blockmm-gen --skew 1.0: row i gets a share of k
+#         proportional to 1/(i+1), row 0 about 7 % of it), B a blockmm-gen matrix (issue #20, E1k).
 BLOCKMM_SPECIAL_CASES="
 V1 32768 8 1000000 col0
+E1k 1048576 1 10485760 skew
 "
 BLOCKMM_SMALL_SPECIAL_CASES="
 V1s 32768 8 100000 col0
+E1ks 131072 1 1310720 skew
 "

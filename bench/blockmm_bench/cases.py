@@ -11,7 +11,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @dataclasses.dataclass(frozen=True)
 class Case:
     """A case of bench/cases.sh: order n, block order m, k blocks of A; shape "gen" (B is a
-    blockmm-gen matrix of k blocks too) or "col0" (B is every block of block-column 0)."""
+    blockmm-gen matrix of k blocks too), "skew" (the same, A's block-rows power-law: blockmm-gen
+    --skew 1.0) or "col0" (B is every block of block-column 0)."""
     name: str
     n: int
     m: int

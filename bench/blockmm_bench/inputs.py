@@ -34,16 +34,19 @@ def case_paths(case, data):
 
 def ensure_inputs(case, data, build, progress, gen_threads):
     a, b = case_paths(case, data)
-    todo = [(a, 1)] + ([(b, 2)] if case.shape == "gen" else [])
+    todo = [(a, 1)] + ([(b, 2)] if case.shape in ("gen", "skew") else [])
     for path, seed in todo:
         if os.path.exists(path):
             continue
-        progress("%s: generating %s (n=%d m=%d k=%d, values 0..1023, seed %d)" %
-                 (case.name, os.path.basename(path), case.n, case.m, case.k, seed))
+        progress("%s: generating %s (n=%d m=%d k=%d, values 0..1023, seed %d%s)" %
+                 (case.name, os.path.basename(path), case.n, case.m, case.k, seed,
+                  ", rows power-law" if case.shape == "skew" and seed == 1 else ""))
         cmd = [os.path.join(build, "blockmm-gen"), path, "--n", str(case.n), "--m", str(case.m), "--k", str(case.k),
                "--max-value", "1023", "--seed", str(seed), "-q"]
         if gen_threads:
             cmd += ["--threads", str(gen_threads)]
+        if case.shape == "skew" and seed == 1:  # A's rows power-law, B even
+            cmd += ["--skew", "1.0"]
         r = run_cmd(cmd, scratch=data)
         if r.rc != 0:
             raise RuntimeError("blockmm-gen failed for %s: %s" % (path, r.tail()))
