@@ -1,5 +1,7 @@
 #include "driver/backend_choice.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -73,7 +75,8 @@ std::int64_t estimated_macs(const kernels::BackendConfig::WorkEstimate& estimate
 }
 
 std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const comm::Communicator& comm, int threads,
-                                                 const kernels::BackendConfig::WorkEstimate& estimate) {
+                                                 const kernels::BackendConfig::WorkEstimate& estimate,
+                                                 int gpu_sharers) {
   kernels::BackendKind kind = kernels::BackendKind::cpu;
   if (options.backend == "auto") {
     const bool repays = estimated_macs(estimate) >= kAutoCudaMinMacs || estimate.input_blocks >= kAutoCudaMinInputBlocks;
@@ -90,10 +93,11 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
   const std::string advice = "; use --backend cpu, or --backend auto to take the GPU only when one is usable";
   if (!BLOCKMM_BUILD_CUDA) throw ResourceError("--backend cuda: no usable GPU, this blockmm was built without CUDA" + advice);
   try {
-    const int devices = kernels::cuda_device_count();
+    const int devices = kernels::cuda_device_available() ? kernels::cuda_device_count() : 0;
     if (devices <= 0) throw ResourceError("no CUDA device is visible");
     config.device = device_for(comm, devices);
-    config.device_sharers = (comm.node_size() + devices - 1 - config.device) / devices;
+    config.device_sharers =
+        gpu_sharers > 0 ? gpu_sharers : (comm.node_size() + devices - 1 - config.device) / devices;
     config.cuda = cuda_choices_from_environment();
     return kernels::make_backend(kind, config);
   } catch (const Error& e) {
@@ -101,6 +105,29 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
     throw ResourceError("--backend cuda: no usable GPU was found" + advice +
                         (options.verbose ? std::string(" (cause: ") + e.what() + ")" : std::string()));
   }
+}
+
+int count_equal_keys(const std::vector<std::int64_t>& keys, int rank) {
+  if (std::find(keys.begin(), keys.end(), std::int64_t{0}) != keys.end()) return 0;
+  return static_cast<int>(std::count(keys.begin(), keys.end(), keys.at(static_cast<std::size_t>(rank))));
+}
+
+int count_gpu_sharers(const comm::Communicator& comm) {
+  if (comm.size() == 1) return 1;
+  std::int64_t key = 0;
+  try {
+    const int devices = kernels::cuda_device_count();
+    const std::string uuid = devices > 0 ? kernels::cuda_device_uuid(device_for(comm, devices)) : "";
+    char host[256] = {};
+    if (!uuid.empty() && ::gethostname(host, sizeof host - 1) == 0) {
+      // FNV-1a of "host/uuid"; 0 is kept for "unknown".
+      std::uint64_t hash = 14695981039346656037ull;
+      for (const char c : std::string(host) + "/" + uuid) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+      key = static_cast<std::int64_t>(hash | 1);
+    }
+  } catch (...) {  // unknown: the caller counts by node-local rank
+  }
+  return count_equal_keys(comm.gather_all(key), comm.rank());
 }
 
 }  // namespace blockmm::driver

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "driver/options.hpp"
@@ -31,8 +32,20 @@ std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::
 // `estimate`: the rank's expected work, from the headers before any operand exists (backends
 // build their own operands, so the choice comes first). auto takes the GPU for enough
 // multiply-adds; the cuda backend uses it to prepare its dense path early.
+// `gpu_sharers`: from count_gpu_sharers (0: count by node-local rank and visible devices).
 std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const comm::Communicator& comm, int threads,
-                                                 const kernels::BackendConfig::WorkEstimate& estimate);
+                                                 const kernels::BackendConfig::WorkEstimate& estimate,
+                                                 int gpu_sharers = 0);
+
+// Collective (every rank calls it, whatever it will choose): the ranks of this node that use the
+// same GPU as this rank, told apart by the device's UUID, so that a rank given a GPU of its own
+// (Slurm's --gpus-per-task=1: every rank sees "device 0") uses all of it. 0 when some rank
+// cannot name its device (no GPU, no CUDA build): the caller then counts as before.
+int count_gpu_sharers(const comm::Communicator& comm);
+
+// The counting itself: keys[r] names rank r's (node, GPU), 0 for unknown; how many ranks share
+// rank `rank`'s key, or 0 when any key is unknown.
+int count_equal_keys(const std::vector<std::int64_t>& keys, int rank);
 
 // One rank's panel from the headers alone: its share of the block-rows, and k_A k_B / p block
 // products as if blocks were spread evenly, shared among the ranks.

@@ -201,10 +201,16 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
 
   // The backend, chosen before any operand exists: it builds its own, where it computes.
   std::unique_ptr<kernels::Backend> backend;
+  // Which ranks share this rank's GPU, asked only where CUDA is being started anyway (the same
+  // decision on every rank: it follows the options and the headers).
+  int gpu_sharers = 0;
+  if (cuda_warm_up.valid()) {
+    cuda_warm_up.wait();
+    if (comm.size() > 1) gpu_sharers = count_gpu_sharers(comm);
+  }
   comm.run_phase([&] {
-    if (cuda_warm_up.valid()) cuda_warm_up.wait();
     backend = choose_backend(options, comm, stats.threads,
-                             estimated_rank_work(shape, stats.a_records, stats.b_records, comm.size()));
+                             estimated_rank_work(shape, stats.a_records, stats.b_records, comm.size()), gpu_sharers);
   });
   stats.backend = backend->name();
   mine.setup = clock.lap();

@@ -649,6 +649,22 @@ int cuda_device_count() {
   return count;
 }
 
+std::string cuda_device_uuid(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  static const char* const kHex = "0123456789abcdef";
+  std::string text;
+  for (const char byte : prop.uuid.bytes) {
+    const auto bits = static_cast<unsigned char>(byte);
+    text += kHex[bits >> 4];
+    text += kHex[bits & 15];
+  }
+  return text;
+}
+
 void warm_up_cuda(int device) {
   if (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) (void)cudaGetLastError();
 }

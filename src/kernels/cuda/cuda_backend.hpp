@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "kernels/backend.hpp"
 
@@ -15,6 +16,10 @@ int cuda_device_count();
 // config.device (its ordinal), config.device_sharers (ranks using it, which split its free
 // memory) and config.cuda are what the backend reads.
 std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& config);
+
+// The device's UUID as 32 hex digits ("" when it cannot be asked): ranks compare it to learn
+// which of them share a GPU, whatever ordinal each sees.
+std::string cuda_device_uuid(int device);
 
 // Creates the device's CUDA context (0.1-0.4 s), so that a caller can overlap it with reading
 // the inputs. Never throws; a failure shows again when the backend is made.

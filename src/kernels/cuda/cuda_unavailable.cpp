@@ -10,6 +10,8 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& /*config*/) {
   throw ResourceError("the cuda backend is not in this build (configure with a CUDA compiler and BLOCKMM_ENABLE_CUDA=ON)");
 }
 
+std::string cuda_device_uuid(int /*device*/) { return ""; }
+
 void warm_up_cuda(int /*device*/) {}
 
 }  // namespace blockmm::kernels
