@@ -111,6 +111,9 @@ class Hdf5ProductWriter final : public ProductWriter {
     if (sum != total_tiles || before_mine != first_tile)
       internal("panel tile counts disagree with the total (" + std::to_string(total_tiles) + ") or this rank's offset (" +
                std::to_string(first_tile) + ")");
+    if (pattern.labels != nullptr && (pattern.row_begin < 0 || static_cast<std::size_t>(pattern.row_end) > pattern.labels->size()))
+      internal("the panel's rows [" + std::to_string(pattern.row_begin) + ", " + std::to_string(pattern.row_end) +
+               ") are not among the " + std::to_string(pattern.labels->size()) + " labels");
     const std::size_t rows = static_cast<std::size_t>(pattern.row_end - pattern.row_begin);
     if (pattern.row_ptr.size() != rows + 1 || pattern.row_ptr.front() != 0 || pattern.row_ptr.back() != pattern.tiles())
       internal("the panel's tile pattern is not a CSR of its rows");

@@ -19,6 +19,7 @@
 
 #include "cli/harness/harness.hpp"
 #include "support/random_blocks.hpp"
+#include "support/sanitizers.hpp"
 
 namespace blockmm::e2e {
 namespace {
@@ -740,12 +741,19 @@ TEST_F(Hdf5, HugeNInputWithACompressedIndptrCostsMemoryByItsBlocks) {
   ASSERT_EQ(tiny_run.exit_code, 0) << tiny_run.describe();
   std::remove((out_dir + "/T.bin").c_str());
 
+  // ASan keeps up to 256 MB of freed memory (here: libhdf5's decompressed chunks) in its
+  // quarantine, resident: a wider margin there, still far below the 3.4 GB of the old reader.
+#ifdef BLOCKMM_TEST_ASAN
+  constexpr long kMarginKb = 512 * 1024;
+#else
+  constexpr long kMarginKb = 24 * 1024;
+#endif
   const std::string out = out_dir + "/C.bin";
   for (const auto& [x, y] : {std::pair<std::string, std::string>{pa, pb}, {pb, pa}}) {
     const bool a_first = x == pa;
     const auto [run, rss] = run_with_peak_rss({blockmm_bin(), "-q", "--threads", "1", x, y, out});
     ASSERT_EQ(run.exit_code, 0) << run.describe();
-    EXPECT_LT(rss, tiny_rss + 24 * 1024) << "tiny run: " << tiny_rss << " KB";
+    EXPECT_LT(rss, tiny_rss + kMarginKb) << "tiny run: " << tiny_rss << " KB";
     std::cout << "[ info ] n = 2^26 HDF5 input (compressed /indptr): peak RSS " << rss << " KB (tiny run: " << tiny_rss
               << " KB)\n";
     EXPECT_TRUE(read_bytes(out) == (a_first ? expected : encode(pair_oracle(b, a))));
