@@ -42,7 +42,9 @@ struct Relabelling {
 };
 
 // Collective. Reads this rank's share of both files (validated as always), gathers the distinct
-// indices of every rank and relabels the records. Memory: the records and 2 int32 per record.
+// indices of every rank and relabels the records. Memory: this rank's share of the records
+// (held, and copied once more as distribute() reads them) and up to 2 int32 an index per record
+// of every rank (the exchanged sets).
 Relabelling relabel(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm);
 
 // The file's block-rows [first, second) that a panel of labelled rows [row_begin, row_end)
