@@ -68,7 +68,18 @@ struct OutputLayout {
   std::int32_t row_end = 0;
   std::vector<std::int64_t> row_ptr;  // rows + 1, starting at 0
 
+  // Set where the block indices (rows here, rows and columns in the records) are compact labels
+  // (partition/relabel.hpp): label x is the file's block index (*labels)[x], and the panel
+  // covers the file's block-rows [file_row_begin, file_row_end). Null: indices are the file's.
+  const std::vector<std::int32_t>* labels = nullptr;
+  std::int32_t file_row_begin = 0;
+  std::int32_t file_row_end = 0;
+
   std::int64_t tiles() const { return row_ptr.empty() ? 0 : row_ptr.back(); }
+  std::int32_t first_file_row() const { return labels != nullptr ? file_row_begin : row_begin; }
+  std::int32_t end_file_row() const { return labels != nullptr ? file_row_end : row_end; }
+  // The file's block index of index x of this layout.
+  std::int32_t file_index(std::int32_t x) const { return labels != nullptr ? (*labels)[static_cast<std::size_t>(x)] : x; }
 };
 
 // The non-empty output tiles of block-rows [row_begin, row_end): CSR pattern of the C panel.

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
@@ -21,6 +22,7 @@
 #include "io/product_writer.hpp"
 #include "kernels/backend.hpp"
 #include "partition/distribute.hpp"
+#include "partition/relabel.hpp"
 #include "partition/work.hpp"
 
 namespace blockmm::driver {
@@ -168,14 +170,16 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
       stats.backend = choose_backend(options, comm, stats.threads, {})->name();
     });
     mine.build = clock.lap();
-    // Each rank's panel is its share of the block-rows. The HDF5 writer writes /indptr from the
-    // panel's row pointers (the file holds n/m + 1 of them anyway); the binary writer needs none.
+    // Each rank's panel is its share of the file's block-rows, and holds none of them: no labels
+    // (compact indices, none in use), one row pointer. The HDF5 writer streams the panel's
+    // entries of /indptr (the file holds n/m + 1 of them) in bounded pieces.
     const std::vector<std::int32_t> rows = partition::equal_row_ranges(p, comm.size());
+    const std::vector<std::int32_t> no_labels;
     OutputLayout empty;
-    empty.row_begin = rows[comm.rank()];
-    empty.row_end = rows[comm.rank() + 1];
-    const bool row_pointers = format == io::OutputFormat::hdf5;
-    empty.row_ptr.assign(row_pointers ? static_cast<std::size_t>(empty.row_end - empty.row_begin) + 1 : 1, 0);
+    empty.row_ptr.assign(1, 0);
+    empty.labels = &no_labels;
+    empty.file_row_begin = rows[comm.rank()];
+    empty.file_row_end = rows[comm.rank() + 1];
     progress.phase("committing output");
     comm.run_phase([&] { writer->begin(shape, 0, 0, empty); });
     writer->finish();
@@ -183,7 +187,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
     stats.device = "none (empty product)";
     stats.output_bytes = comm.sum(writer->bytes_written());
     stats.rank_work.assign(static_cast<std::size_t>(comm.size()), 0);
-    stats.rank_rows = comm.gather_all(static_cast<std::int64_t>(empty.row_end - empty.row_begin));
+    stats.rank_rows = comm.gather_all(static_cast<std::int64_t>(empty.file_row_end - empty.file_row_begin));
     progress.finish();
     mine.total = total_clock.seconds();
     gather_phase_times(mine, comm, stats);
@@ -191,9 +195,27 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
     return stats;
   }
 
-  // Which records this rank multiplies (several ranks: balanced block-row ranges, exchanged).
+  // A huge n against few records: the pipeline runs on compact labels of the block indices in
+  // use (partition/relabel.hpp), so that no array follows n; the writers map them back.
   progress.phase("partitioning");
-  partition::Distribution dist = partition::distribute(*a_file, *b_file, comm);
+  partition::Relabelling relabelled;
+  io::InputFile* a_input = a_file.get();
+  io::InputFile* b_input = b_file.get();
+  bool relabel = false;
+  comm.run_phase([&] {
+    relabel = partition::should_relabel(partition::relabel_mode_from_environment(), shape.block_rows(),
+                                        stats.a_records, stats.b_records);
+  });
+  if (relabel) {
+    comm.run_phase([&] { relabelled = partition::relabel(*a_file, *b_file, comm); });
+    a_input = relabelled.a.get();
+    b_input = relabelled.b.get();
+    mine.read += clock.lap();
+  }
+  const MatrixShape work_shape = a_input->header().shape();  // the shape the backend computes on
+
+  // Which records this rank multiplies (several ranks: balanced block-row ranges, exchanged).
+  partition::Distribution dist = partition::distribute(*a_input, *b_input, comm);
   mine.read += dist.read_seconds;
   mine.exchange = dist.exchange_seconds;
   mine.build = dist.build_seconds;
@@ -210,7 +232,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   }
   comm.run_phase([&] {
     backend = choose_backend(options, comm, stats.threads,
-                             estimated_rank_work(shape, stats.a_records, stats.b_records, comm.size()), gpu_sharers);
+                             estimated_rank_work(work_shape, stats.a_records, stats.b_records, comm.size()), gpu_sharers);
   });
   stats.backend = backend->name();
   mine.setup = clock.lap();
@@ -231,8 +253,12 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.a_blocks = comm.sum(a->blocks());
   stats.b_blocks = comm.max(b->blocks());
   stats.rank_work = comm.gather_all(my_products);
-  stats.rank_rows = comm.gather_all(
-      static_cast<std::int64_t>(dist.bounds[comm.rank() + 1] - dist.bounds[comm.rank()]));
+  // The file's block-rows of this rank's panel (with labels: the rows between them too).
+  std::int32_t file_row_begin = dist.bounds[comm.rank()], file_row_end = dist.bounds[comm.rank() + 1];
+  if (relabel)
+    std::tie(file_row_begin, file_row_end) =
+        partition::file_rows(*relabelled.labels, shape.block_rows(), file_row_begin, file_row_end);
+  stats.rank_rows = comm.gather_all(static_cast<std::int64_t>(file_row_end - file_row_begin));
   stats.imbalance = partition::imbalance(stats.rank_work);
 
   // Symbolic phase, and each rank's place in the output.
@@ -244,7 +270,14 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.c_blocks = comm.sum(pattern->tiles());
 
   // Numeric phase, streaming its chunks into the file.
-  comm.run_phase([&] { writer->begin(shape, stats.c_blocks, first_tile, pattern->layout()); });
+  OutputLayout labelled;  // the pattern's layout with the labels, only where there are labels
+  if (relabel) {
+    labelled = pattern->layout();
+    labelled.labels = relabelled.labels.get();
+    labelled.file_row_begin = file_row_begin;
+    labelled.file_row_end = file_row_end;
+  }
+  comm.run_phase([&] { writer->begin(shape, stats.c_blocks, first_tile, relabel ? labelled : pattern->layout()); });
   kernels::NumericOptions numeric_options;
   numeric_options.chunk_bytes = options.chunk_bytes;
   numeric_options.device_memory_budget = options.mem_budget;

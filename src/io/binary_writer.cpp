@@ -3,7 +3,9 @@
 // Ranks write independently (MPI_File_write_at) as chunks are computed: their ranges are
 // large, contiguous and disjoint, and collective writes would lock ranks with different chunk
 // counts into step.
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <limits>
 
 #include "core/error.hpp"
@@ -23,13 +25,15 @@ class BinaryProductWriter final : public ProductWriter {
     comm.run_phase([&] { file_ = output_.open_writer(); });
   }
 
-  void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& /*pattern*/) override {
+  // `shape` is the file's; with labels, the pattern's and the records' indices are mapped back.
+  void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& pattern) override {
     if (total_tiles > std::numeric_limits<std::int32_t>::max())
       throw OutputError(output_.target() + ": the product has " + std::to_string(total_tiles) +
                         " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");
     output_.check_not_replaced();  // fail before the numeric phase, not after it
     stride_ = record_bytes<std::uint32_t>(shape.m);
     first_tile_ = first_tile;
+    pieces_.reset(pattern.labels, stride_);
     if (comm_.is_root()) {
       const std::int32_t header[3] = {shape.n, shape.m, static_cast<std::int32_t>(total_tiles)};
       file_->write_at(0, header, sizeof header);
@@ -38,8 +42,10 @@ class BinaryProductWriter final : public ProductWriter {
   }
 
   void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
-    file_->write_at(kHeaderBytes + (first_tile_ + first_tile) * stride_, records, count * stride_);
-    written_ += count * stride_;
+    pieces_.write(first_tile, count, records, [this](std::int64_t first, std::int64_t c, const std::byte* bytes) {
+      file_->write_at(kHeaderBytes + (first_tile_ + first) * stride_, bytes, c * stride_);
+      written_ += c * stride_;
+    });
   }
 
   void finish() override {
@@ -55,8 +61,34 @@ class BinaryProductWriter final : public ProductWriter {
   std::unique_ptr<FileWriter> file_;
   std::int64_t stride_ = 0;
   std::int64_t first_tile_ = 0;
+  FileIndexPieces pieces_;
   std::atomic<std::int64_t> written_{0};
 };
+
+}  // namespace
+
+void FileIndexPieces::write(std::int64_t first, std::int64_t count, const std::byte* records, const Emit& emit) {
+  if (labels_ == nullptr) {
+    emit(first, count, records);
+    return;
+  }
+  constexpr std::int64_t kPieceBytes = std::int64_t{4} << 20;
+  const std::int64_t per_piece = std::max<std::int64_t>(1, kPieceBytes / stride_);
+  for (std::int64_t done = 0; done < count;) {
+    const std::int64_t c = std::min(per_piece, count - done);
+    piece_.resize(static_cast<std::size_t>(c * stride_));
+    std::memcpy(piece_.data(), records + done * stride_, piece_.size());
+    for (std::int64_t t = 0; t < c; ++t) {
+      std::byte* record = piece_.data() + t * stride_;
+      set_record_index(record, (*labels_)[static_cast<std::size_t>(record_row(record))],
+                       (*labels_)[static_cast<std::size_t>(record_col(record))]);
+    }
+    emit(first + done, c, piece_.data());
+    done += c;
+  }
+}
+
+namespace {
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;

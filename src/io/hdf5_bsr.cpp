@@ -63,7 +63,10 @@ hid_t native_value_type(ValueWidth width) {
 struct BsrReader::Impl {
   std::string path;
   BsrHeader header;
-  std::vector<std::int64_t> indptr;
+  // The non-empty block-rows and the first block of each, both ascending: at most nnzb of each,
+  // so memory follows the blocks stored, never p (/indptr holds p + 1 entries whatever the blocks).
+  std::vector<std::int32_t> rows;
+  std::vector<std::int64_t> row_first;
   Handle file;
   Handle indices;
   Handle data;
@@ -82,6 +85,7 @@ struct BsrReader::Impl {
   ValueWidth check_value_type(BsrValues accepted) const;
   void check_stored(hid_t dataset, const char* name, std::int64_t file_bytes) const;
   void read_indptr(Handle& dataset);
+  void check_indptr_chunks(hid_t dataset) const;
   [[noreturn]] void bad_index(std::int64_t block, std::int64_t j, std::int64_t row, std::int64_t previous) const;
   void read_hyperslab(hid_t dataset, const char* name, hid_t memory_type, const std::vector<hsize_t>& start,
                       const std::vector<hsize_t>& count, void* destination) const;
@@ -296,18 +300,61 @@ void BsrReader::Impl::check_stored(hid_t dataset, const char* name, std::int64_t
          " bytes): incomplete, or more than " + bytes(kMaxExpansion) + " times expanded");
 }
 
+// A chunked /indptr is decompressed one whole chunk at a time by libhdf5, whatever part of it is
+// read: a chunk may hold at most this much, so that reading it in pieces bounds the memory.
+constexpr std::int64_t kMaxIndptrChunkBytes = std::int64_t{64} << 20;
+// /indptr is read and checked this many entries at a time (1 MiB).
+constexpr std::int64_t kIndptrPieceEntries = std::int64_t{1} << 17;
+
+void BsrReader::Impl::check_indptr_chunks(hid_t dataset) const {
+  Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  if (!plist.valid()) fail_hdf5("cannot read the storage of /indptr");
+  const H5D_layout_t layout = H5Pget_layout(plist.get());
+  if (layout < 0) fail_hdf5("cannot read the storage of /indptr");
+  if (layout != H5D_CHUNKED) return;
+  hsize_t chunk = 0;
+  if (H5Pget_chunk(plist.get(), 1, &chunk) != 1) fail_hdf5("cannot read the chunk shape of /indptr");
+  Handle type(H5Dget_type(dataset), H5Tclose);
+  if (!type.valid()) fail_hdf5("cannot read the type of /indptr");
+  const double bytes = static_cast<double>(chunk) * static_cast<double>(H5Tget_size(type.get()));
+  if (bytes > static_cast<double>(kMaxIndptrChunkBytes))
+    fail("/indptr is stored in chunks of " + std::to_string(static_cast<unsigned long long>(bytes)) +
+         " bytes; blockmm reads chunks of at most " + std::to_string(kMaxIndptrChunkBytes) +
+         " bytes (libhdf5 expands a whole chunk to read any part of it)");
+}
+
+// Read and checked in pieces (0 first, never decreasing, never above nnzb, nnzb last); only the
+// rows that hold blocks are kept. The entries' bounds come before any row is kept, so a
+// compressed /indptr of p + 1 entries costs memory by the blocks it points at, not by p.
 void BsrReader::Impl::read_indptr(Handle& dataset) {
+  check_indptr_chunks(dataset.get());
   const std::int64_t p = header.block_rows();
-  indptr.resize(static_cast<std::size_t>(p + 1));
-  read_hyperslab(dataset.get(), "indptr", H5T_NATIVE_INT64, {0}, {static_cast<hsize_t>(p + 1)}, indptr.data());
-  if (indptr[0] != 0) fail("/indptr[0] = " + std::to_string(indptr[0]) + "; it must be 0");
-  for (std::int64_t i = 0; i < p; ++i)
-    if (indptr[i + 1] < indptr[i])
-      fail("/indptr decreases at block-row " + std::to_string(i) + ": indptr[" + std::to_string(i) +
-           "] = " + std::to_string(indptr[i]) + " > indptr[" + std::to_string(i + 1) +
-           "] = " + std::to_string(indptr[i + 1]));
-  if (indptr[p] != header.nnzb)
-    fail("/indptr[" + std::to_string(p) + "] = " + std::to_string(indptr[p]) + "; it must equal nnzb = " +
+  std::vector<std::int64_t> piece(static_cast<std::size_t>(std::min(p + 1, kIndptrPieceEntries)));
+  std::int64_t previous = 0;
+  for (std::int64_t first = 0; first <= p;) {
+    const std::int64_t count = std::min(kIndptrPieceEntries, p + 1 - first);
+    read_hyperslab(dataset.get(), "indptr", H5T_NATIVE_INT64, {static_cast<hsize_t>(first)},
+                   {static_cast<hsize_t>(count)}, piece.data());
+    for (std::int64_t e = 0; e < count; ++e) {
+      const std::int64_t i = first + e;  // the entry's index: the start of block-row i
+      const std::int64_t value = piece[static_cast<std::size_t>(e)];
+      if (i == 0 && value != 0) fail("/indptr[0] = " + std::to_string(value) + "; it must be 0");
+      if (value < previous)
+        fail("/indptr decreases at block-row " + std::to_string(i - 1) + ": indptr[" + std::to_string(i - 1) +
+             "] = " + std::to_string(previous) + " > indptr[" + std::to_string(i) + "] = " + std::to_string(value));
+      if (value > header.nnzb)
+        fail("/indptr[" + std::to_string(i) + "] = " + std::to_string(value) + " exceeds nnzb = " +
+             std::to_string(header.nnzb));
+      if (i > 0 && value > previous) {  // block-row i - 1 holds blocks [previous, value)
+        rows.push_back(static_cast<std::int32_t>(i - 1));
+        row_first.push_back(previous);
+      }
+      previous = value;
+    }
+    first += count;
+  }
+  if (previous != header.nnzb)
+    fail("/indptr[" + std::to_string(p) + "] = " + std::to_string(previous) + "; it must equal nnzb = " +
          std::to_string(header.nnzb));
 }
 
@@ -390,7 +437,16 @@ BsrReader::~BsrReader() = default;
 
 const std::string& BsrReader::path() const { return impl_->path; }
 const BsrHeader& BsrReader::header() const { return impl_->header; }
-const std::vector<std::int64_t>& BsrReader::indptr() const { return impl_->indptr; }
+std::vector<std::int64_t> BsrReader::indptr() const {
+  const Impl& f = *impl_;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(f.header.block_rows()) + 1, f.header.nnzb);
+  std::size_t next = 0;  // the first non-empty row at or after row i
+  for (std::size_t i = 0; i + 1 < out.size(); ++i) {
+    while (next < f.rows.size() && static_cast<std::size_t>(f.rows[next]) < i) ++next;
+    out[i] = next < f.rows.size() ? f.row_first[next] : f.header.nnzb;
+  }
+  return out;
+}
 
 std::vector<std::byte> BsrReader::read_records(std::int64_t first, std::int64_t count) {
   Impl& f = *impl_;
@@ -406,10 +462,11 @@ std::vector<std::byte> BsrReader::read_records(std::int64_t first, std::int64_t 
   if (count == 0) return records;
 
   const std::int32_t p = h.block_rows();
-  // The row of block `first`: the last row starting at or before it (empty rows start at the same block).
-  std::int64_t row = std::upper_bound(f.indptr.begin(), f.indptr.end(), first) - f.indptr.begin() - 1;
+  // The row of block `first`: the last non-empty row starting at or before it.
+  std::size_t at = static_cast<std::size_t>(std::upper_bound(f.row_first.begin(), f.row_first.end(), first) -
+                                            f.row_first.begin() - 1);
   std::int64_t previous = -1;  // block-column of the block before, when it is in the same row
-  if (first > f.indptr[row])
+  if (first > f.row_first[at])
     f.read_hyperslab(f.indices.get(), "indices", H5T_NATIVE_INT64, {static_cast<hsize_t>(first - 1)}, {1}, &previous);
 
   const std::int64_t per_piece = std::max<std::int64_t>(1, kReadPieceBytes / std::max<std::int64_t>(1, value_bytes));
@@ -428,8 +485,9 @@ std::vector<std::byte> BsrReader::read_records(std::int64_t first, std::int64_t 
                      {static_cast<hsize_t>(c), static_cast<hsize_t>(h.m), static_cast<hsize_t>(h.m)}, values.data());
     for (std::int64_t t = 0; t < c; ++t) {
       const std::int64_t b = b0 + t;
-      while (f.indptr[row + 1] <= b) ++row;
-      if (b == f.indptr[row]) previous = -1;  // first block of its row
+      while (at + 1 < f.row_first.size() && f.row_first[at + 1] <= b) ++at;
+      const std::int64_t row = f.rows[at];
+      if (b == f.row_first[at]) previous = -1;  // first block of its row
       const std::int64_t j = cols[t];
       if (j < 0 || j >= p || j <= previous) f.bad_index(b, j, row, previous);
       previous = j;

@@ -38,7 +38,8 @@ struct BsrHeader {
 enum class BsrValues { input, input_or_product };  // which /data types a reader takes
 
 // Opens and checks a BSR file: attributes, dataset types and shapes, and the whole of indptr
-// (0 first, never decreasing, nnzb last). Block-columns are checked as blocks are read. Every
+// (0 first, never decreasing, nnzb last), read in bounded pieces (a chunked /indptr in chunks
+// of at most 64 MiB). Block-columns are checked as blocks are read. Every
 // violation is an InputError (exit 3) naming the file and the offending value.
 class BsrReader {
  public:
@@ -49,7 +50,9 @@ class BsrReader {
 
   const std::string& path() const;
   const BsrHeader& header() const;
-  const std::vector<std::int64_t>& indptr() const;  // p + 1 entries, validated
+  // The p + 1 entries of /indptr, validated (for blockmm-convert: p-sized; the reader itself
+  // keeps only the rows that hold blocks).
+  std::vector<std::int64_t> indptr() const;
 
   // Blocks [first, first + count) as COL380 records of the file's value width (int32 i, int32 j,
   // m*m values), i taken from indptr. Checks each block-column: inside [0, p) and above the

@@ -5,6 +5,7 @@
 // POSIX exactly as the binary writer does. No rank buffers its panel or waits for another, and
 // C is never gathered. All of it goes into the AtomicOutput temporary, renamed in finish() once
 // every rank has succeeded.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <vector>
@@ -30,8 +31,8 @@ class Hdf5ProductWriter final : public ProductWriter {
   void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& pattern) override {
     // Collectives first, then checks inside run_phase: a rank that throws must not leave the
     // others waiting in a collective it skipped.
-    const std::vector<std::int64_t> begins = comm_.gather_all(std::int64_t{pattern.row_begin});
-    const std::vector<std::int64_t> ends = comm_.gather_all(std::int64_t{pattern.row_end});
+    const std::vector<std::int64_t> begins = comm_.gather_all(std::int64_t{pattern.first_file_row()});
+    const std::vector<std::int64_t> ends = comm_.gather_all(std::int64_t{pattern.end_file_row()});
     const std::vector<std::int64_t> tiles = comm_.gather_all(pattern.tiles());
     comm_.run_phase([&] { check_panels(shape, total_tiles, first_tile, pattern, comm_.rank(), begins, ends, tiles); });
 
@@ -57,22 +58,20 @@ class Hdf5ProductWriter final : public ProductWriter {
     comm_.run_phase([&] { file_ = output_.open_writer(); });
     comm_.run_phase([&] {
       content_ = std::make_unique<BsrContentWriter>(*file_, header_, layout);
-      // This panel's rows of indptr: global block offsets. The last rank also writes the final entry.
       row_begin_ = pattern.row_begin;
       row_ptr_ = pattern.row_ptr;
       first_tile_ = first_tile;
-      std::vector<std::int64_t> entries(row_ptr_.size());
-      for (std::size_t r = 0; r < entries.size(); ++r) entries[r] = first_tile + row_ptr_[r];
-      const bool last = comm_.rank() == comm_.size() - 1;
-      const std::int64_t count = static_cast<std::int64_t>(entries.size()) - (last ? 0 : 1);
-      content_->write_indptr(pattern.row_begin, entries.data(), count);
-      written_ += 8 * count;
+      labels_ = pattern.labels;
+      pieces_.reset(labels_, record_bytes<std::uint32_t>(header_.m));
+      write_indptr(pattern);
     });
   }
 
   void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
     check_records(first_tile, count, records);
-    content_->write_records(first_tile_ + first_tile, count, records);
+    pieces_.write(first_tile, count, records, [this](std::int64_t first, std::int64_t c, const std::byte* bytes) {
+      content_->write_records(first_tile_ + first, c, bytes);
+    });
     next_tile_ = first_tile + count;
     written_ += count * (4 + 4 * header_.block_values());
   }
@@ -112,9 +111,37 @@ class Hdf5ProductWriter final : public ProductWriter {
     if (sum != total_tiles || before_mine != first_tile)
       internal("panel tile counts disagree with the total (" + std::to_string(total_tiles) + ") or this rank's offset (" +
                std::to_string(first_tile) + ")");
+    if (pattern.labels != nullptr && (pattern.row_begin < 0 || static_cast<std::size_t>(pattern.row_end) > pattern.labels->size()))
+      internal("the panel's rows [" + std::to_string(pattern.row_begin) + ", " + std::to_string(pattern.row_end) +
+               ") are not among the " + std::to_string(pattern.labels->size()) + " labels");
     const std::size_t rows = static_cast<std::size_t>(pattern.row_end - pattern.row_begin);
     if (pattern.row_ptr.size() != rows + 1 || pattern.row_ptr.front() != 0 || pattern.row_ptr.back() != pattern.tiles())
       internal("the panel's tile pattern is not a CSR of its rows");
+  }
+
+  // This panel's entries of /indptr, global block offsets, for the file's block-rows it covers (the
+  // last rank also writes the final entry), in bounded pieces: the file holds p + 1 entries
+  // whatever the records, but with compact labels the panel holds one row pointer per label only.
+  // indptr[R] = first_tile + row_ptr[the panel's rows whose file index is below R].
+  void write_indptr(const OutputLayout& pattern) {
+    constexpr std::int64_t kPieceEntries = std::int64_t{1} << 16;
+    const std::int64_t first_row = pattern.first_file_row();
+    const bool last = comm_.rank() == comm_.size() - 1;
+    const std::int64_t count = std::int64_t{pattern.end_file_row()} - first_row + (last ? 1 : 0);
+    const std::int64_t rows = pattern.row_end - pattern.row_begin;
+    std::vector<std::int64_t> entries(static_cast<std::size_t>(std::min(count, kPieceEntries)));
+    std::int64_t below = 0;  // the panel's rows whose file index is below the entry's row
+    for (std::int64_t done = 0; done < count;) {
+      const std::int64_t c = std::min(kPieceEntries, count - done);
+      for (std::int64_t t = 0; t < c; ++t) {
+        const std::int64_t row = first_row + done + t;
+        while (below < rows && pattern.file_index(pattern.row_begin + static_cast<std::int32_t>(below)) < row) ++below;
+        entries[static_cast<std::size_t>(t)] = first_tile_ + pattern.row_ptr[static_cast<std::size_t>(below)];
+      }
+      content_->write_indptr(first_row + done, entries.data(), c);
+      written_ += 8 * c;
+      done += c;
+    }
   }
 
   // The records must be the pattern's tiles in order; checked because /indptr is written from the
@@ -124,7 +151,8 @@ class Hdf5ProductWriter final : public ProductWriter {
       internal("the HDF5 writer got tiles [" + std::to_string(first_tile) + ", " + std::to_string(first_tile + count) +
                ") after " + std::to_string(next_tile_));
     const std::int64_t stride = record_bytes<std::uint32_t>(header_.m);
-    const std::int32_t p = header_.block_rows();
+    // With labels, indices are labels: below their count (and so below p).
+    const std::int64_t p = labels_ != nullptr ? static_cast<std::int64_t>(labels_->size()) : header_.block_rows();
     for (std::int64_t t = 0; t < count; ++t) {
       const std::int64_t tile = first_tile + t;
       while (row_ptr_[cursor_row_ + 1] <= tile) ++cursor_row_;
@@ -150,6 +178,8 @@ class Hdf5ProductWriter final : public ProductWriter {
   std::int64_t next_tile_ = 0;    // write() calls come in order; they may come from a helper thread,
   std::int64_t cursor_row_ = 0;   // one at a time, so these need no lock
   std::int32_t previous_col_ = -1;
+  const std::vector<std::int32_t>* labels_ = nullptr;
+  FileIndexPieces pieces_;
   std::atomic<std::int64_t> written_{0};
 };
 

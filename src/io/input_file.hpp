@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "comm/communicator.hpp"
 #include "core/block_matrix.hpp"
@@ -31,6 +32,9 @@ class InputFile {
   virtual bool concurrent_reads() const { return false; }
   // " at records X and Y ..." where block (i, j) occurs twice, for duplicate messages; "" if unknown.
   virtual std::string locate_duplicate(std::int32_t i, std::int32_t j) const = 0;
+  // The file's block for block (i, j) as this object numbers it: the same, except where the
+  // indices are compact labels (partition/relabel.hpp), so that messages name the file's block.
+  virtual std::pair<std::int32_t, std::int32_t> file_block(std::int32_t i, std::int32_t j) const { return {i, j}; }
 };
 
 // A share of an input file's records as a backend's record source: read where the backend wants

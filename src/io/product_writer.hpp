@@ -2,9 +2,12 @@
 // through one rank), into a temporary file that is renamed only when every rank succeeded.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "core/block_matrix.hpp"
@@ -32,6 +35,25 @@ class ProductWriter : public RecordSink {
   virtual void finish() = 0;
   // Bytes this rank wrote.
   virtual std::int64_t bytes_written() const = 0;
+};
+
+// Output records whose indices are compact labels (OutputLayout::labels), handed to a writer with
+// the file's indices: copied piece by piece (a few MB at a time, at least one record) into a
+// buffer it owns, so that memory stays bounded. Without labels the records pass through as they are.
+class FileIndexPieces {
+ public:
+  using Emit = std::function<void(std::int64_t first, std::int64_t count, const std::byte* records)>;
+  void reset(const std::vector<std::int32_t>* labels, std::int64_t stride) {
+    labels_ = labels;
+    stride_ = stride;
+  }
+  // Calls emit for [first, first + count) in consecutive pieces.
+  void write(std::int64_t first, std::int64_t count, const std::byte* records, const Emit& emit);
+
+ private:
+  const std::vector<std::int32_t>* labels_ = nullptr;
+  std::int64_t stride_ = 0;
+  std::vector<std::byte> piece_;
 };
 
 // Collective: creates the temporary file beside `target`.

@@ -26,7 +26,8 @@ class Lap {
 
 DuplicateMessage duplicate_message(const io::InputFile& file) {
   return [&file](std::int32_t i, std::int32_t j) {
-    return file.path() + ": duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")" +
+    const auto [fi, fj] = file.file_block(i, j);
+    return file.path() + ": duplicate block (" + std::to_string(fi) + ", " + std::to_string(fj) + ")" +
            file.locate_duplicate(i, j);
   };
 }

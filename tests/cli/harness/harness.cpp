@@ -16,6 +16,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -403,6 +405,65 @@ OutputRecords sparse_oracle(const InputRecords& a, const InputRecords& b) {
     }
   }
   return out;
+}
+
+OutputRecords pair_oracle(const InputRecords& a, const InputRecords& b) {
+  if (a.shape != b.shape) fail("pair_oracle: shapes differ");
+  const std::int32_t m = a.shape.m;
+  const std::int64_t mm = std::int64_t{m} * m;
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::uint64_t>> sums;
+  for (std::int64_t qa = 0; qa < a.size(); ++qa)
+    for (std::int64_t qb = 0; qb < b.size(); ++qb) {
+      if (record_col(a.record(qa)) != record_row(b.record(qb))) continue;
+      std::vector<std::uint64_t>& c = sums[{record_row(a.record(qa)), record_col(b.record(qb))}];
+      c.resize(static_cast<std::size_t>(mm), 0);
+      const std::uint16_t* av = a.values(qa);
+      const std::uint16_t* bv = b.values(qb);
+      for (std::int32_t r = 0; r < m; ++r)
+        for (std::int32_t s = 0; s < m; ++s)
+          for (std::int32_t l = 0; l < m; ++l) c[r * m + s] += std::uint64_t{av[r * m + l]} * bv[l * m + s];
+    }
+  OutputRecords out;
+  out.shape = a.shape;
+  const std::int64_t stride = out.stride();
+  for (const auto& [ij, c] : sums) {  // std::map: (i, j) order
+    if (std::all_of(c.begin(), c.end(), [](std::uint64_t x) { return x == 0; })) continue;
+    const std::size_t at = out.bytes.size();
+    out.bytes.resize(at + static_cast<std::size_t>(stride));
+    set_record_index(out.bytes.data() + at, ij.first, ij.second);
+    for (std::int64_t e = 0; e < mm; ++e) {
+      const std::uint32_t v = c[e] > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<std::uint32_t>(c[e]);
+      std::memcpy(out.bytes.data() + at + 8 + 4 * e, &v, 4);
+    }
+  }
+  return out;
+}
+
+InputRecords blocks_among(std::int32_t n, std::int32_t m, const std::vector<std::int32_t>& indices, std::int64_t count,
+                          std::mt19937_64& rng) {
+  if (static_cast<std::int64_t>(indices.size()) * static_cast<std::int64_t>(indices.size()) < count)
+    fail("blocks_among: fewer distinct blocks than asked for");
+  InputRecords r;
+  r.shape = {n, m};
+  std::set<std::pair<std::int32_t, std::int32_t>> seen;
+  std::uniform_int_distribution<std::size_t> pick(0, indices.size() - 1);
+  std::uniform_int_distribution<int> kind(0, 7);
+  std::uniform_int_distribution<std::uint32_t> value(0, 65535), high(65000, 65535);
+  const std::int64_t stride = r.stride();
+  while (static_cast<std::int64_t>(seen.size()) < count) {
+    const std::pair<std::int32_t, std::int32_t> ij{indices[pick(rng)], indices[pick(rng)]};
+    if (!seen.insert(ij).second) continue;
+    const std::size_t at = r.bytes.size();
+    r.bytes.resize(at + static_cast<std::size_t>(stride));
+    std::byte* rec = r.bytes.data() + at;
+    set_record_index(rec, ij.first, ij.second);
+    const int k = kind(rng);  // 0: all zero, 1: near 65535, else uniform
+    for (std::int64_t e = 0; e < std::int64_t{m} * m; ++e) {
+      const std::uint16_t v = static_cast<std::uint16_t>(k == 0 ? 0 : k == 1 ? high(rng) : value(rng));
+      std::memcpy(rec + 8 + 2 * e, &v, 2);
+    }
+  }
+  return r;
 }
 
 std::vector<std::int64_t> row_products(const InputRecords& a, const InputRecords& b) {

@@ -116,6 +116,17 @@ InputRecords skewed_blocks(std::int32_t n, std::int32_t m, double alpha, std::in
 // src/kernels or src/partition. Inputs must be valid (no duplicates).
 OutputRecords sparse_oracle(const InputRecords& a, const InputRecords& b);
 
+// The same product by another route, for huge n: every pair of records A(i,k) B(k,j) summed into
+// a map keyed by (i, j), so that memory follows the records, never n (sparse_oracle's arrays
+// follow p). Saturated, all-zero blocks dropped, sorted by (i, j).
+OutputRecords pair_oracle(const InputRecords& a, const InputRecords& b);
+
+// `count` distinct random blocks of an n x n matrix of m x m blocks whose indices come from
+// `indices` (block indices; both ends of [0, p) belong there to reach the edges); values in
+// [0, 65535], about one block in eight all zero, some near 65535 so that sums saturate.
+InputRecords blocks_among(std::int32_t n, std::int32_t m, const std::vector<std::int32_t>& indices, std::int64_t count,
+                          std::mt19937_64& rng);
+
 // Block products per output block-row: sum over non-zero A(i,k) of the non-zero blocks in B's row k.
 std::vector<std::int64_t> row_products(const InputRecords& a, const InputRecords& b);
 
