@@ -527,6 +527,40 @@ TEST(FaultMpiStats, FailingStatsFileFailsEveryRankBeforeTheCommit) {
   EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"});
 }
 
+// A file-size limit under mpirun -np 2, binary and HDF5: rank 0 reserves the output's storage
+// before the numeric phase (io/mapped_writer) and the limit refuses it; every rank exits 4 with
+// "File too large", the old output stays and no temporary file is left. The limit is set in each
+// rank's shell (dash: 512-byte blocks), not on mpiexec, whose own shared-memory files pass 64 KB
+// (Open MPI may then warn that its shared-memory transport fell back).
+TEST(FaultMpiStats, FileSizeLimitFailsEveryRankWithExit4) {
+  const std::string inputs = env_or("BLOCKMM_SOURCE_DIR") + "/inputs";  // 144 KB of product
+  ScratchDir dir("blockmm-fault");
+  const std::string out = dir.subdir("out");
+  for (const std::string name : {"C.bin", "C.h5"}) {
+    SCOPED_TRACE(name);
+    const std::string target = out + "/" + name;
+    write_text(target, kPrevious);
+    std::vector<std::string> argv = mpiexec_command(2);
+    for (const std::string& a :
+         {std::string("/bin/sh"), std::string("-c"),
+          std::string("ulimit -f 128 && \"$@\"; echo $? > \"") + dir.path() + "/rc.$OMPI_COMM_WORLD_RANK\"",
+          std::string("sh"), blockmm_bin(), inputs + "/A.bin", inputs + "/B.bin", target, std::string("--quiet")})
+      argv.push_back(a);
+    Child job(argv);
+    const Finished done = job.wait(120);
+    EXPECT_FALSE(done.timed_out) << done.describe();
+    EXPECT_EQ(slurp(dir / "rc.0"), "4\n") << done.describe();
+    EXPECT_EQ(slurp(dir / "rc.1"), "4\n") << done.describe();
+    EXPECT_NE(done.err.find("blockmm: error: " + target + ": "), std::string::npos) << done.describe();
+    EXPECT_NE(done.err.find("File too large"), std::string::npos) << done.describe();
+    EXPECT_EQ(slurp(target), kPrevious) << "the existing output was changed";
+    EXPECT_EQ(list_dir(out), std::vector<std::string>{name}) << "partial or temporary output left";
+    ::unlink(target.c_str());
+    ::unlink((dir / "rc.0").c_str());
+    ::unlink((dir / "rc.1").c_str());
+  }
+}
+
 // Under the asan-ubsan preset, ASan's memcpy interceptor would report libhdf5's bad copy (libhdf5
 // itself is not instrumented) before it faults; the test is about what blockmm does when the
 // library really faults, so the interceptor steps aside (no effect on a build without ASan).
