@@ -35,17 +35,23 @@ std::int64_t page_bytes() {
   return page;
 }
 
-// Copies one part. The map's pages are faulted in by one madvise per part where the kernel has
-// MADV_POPULATE_WRITE (5.14): one call instead of a page fault per 4 KiB page. Its failure
-// (an older kernel: EINVAL) only means the copy faults them in itself.
-void copy_part(std::byte* destination, const std::byte* source, std::int64_t bytes) {
+// Copies one part; returns 0, or the errno that stopped it before anything was copied. The map's
+// pages are faulted in by one madvise per part where the kernel has MADV_POPULATE_WRITE (5.14):
+// one call instead of a page fault per 4 KiB page, and a page the file system cannot back is an
+// error code there, not a SIGBUS in the copy (the reservation should have made that impossible;
+// this is the second line). EINVAL (an older kernel) or EINTR only mean the copy faults the
+// pages in itself.
+int copy_part(std::byte* destination, const std::byte* source, std::int64_t bytes) {
 #if defined(MADV_POPULATE_WRITE)
   const std::int64_t page = page_bytes();
   const auto start = reinterpret_cast<std::uintptr_t>(destination);
   const std::uintptr_t first = start / page * page;
-  (void)::madvise(reinterpret_cast<void*>(first), static_cast<std::size_t>(start + bytes - first), MADV_POPULATE_WRITE);
+  if (::madvise(reinterpret_cast<void*>(first), static_cast<std::size_t>(start + bytes - first), MADV_POPULATE_WRITE) != 0 &&
+      errno != EINVAL && errno != EINTR)
+    return errno;
 #endif
   std::memcpy(destination, source, static_cast<std::size_t>(bytes));
+  return 0;
 }
 
 // Threads that copy parts of one write_at at a time; the calling thread copies parts too.
@@ -75,16 +81,15 @@ class CopyTeam {
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  void copy(std::byte* destination, const std::byte* source, std::int64_t bytes) {
+  // Returns 0, or the first errno a part met (the copying threads' errors end here).
+  int copy(std::byte* destination, const std::byte* source, std::int64_t bytes) {
     const std::int64_t parts = std::min<std::int64_t>(threads(), std::max<std::int64_t>(1, bytes / kMinPartBytes));
-    if (parts <= 1) {
-      copy_part(destination, source, bytes);
-      return;
-    }
+    if (parts <= 1) return copy_part(destination, source, bytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = Job{destination, source, bytes, parts};
       next_part_.store(0, std::memory_order_relaxed);
+      error_.store(0, std::memory_order_relaxed);
       busy_ = static_cast<int>(workers_.size());
       ++generation_;
     }
@@ -92,6 +97,7 @@ class CopyTeam {
     run_parts(job_);
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [this] { return busy_ == 0; });  // no worker still reads job_ or the source
+    return error_.load(std::memory_order_relaxed);
   }
 
  private:
@@ -110,7 +116,10 @@ class CopyTeam {
     for (std::int64_t k; (k = next_part_.fetch_add(1, std::memory_order_relaxed)) < job.parts;) {
       const std::int64_t lo = std::min(job.bytes, k * share);
       const std::int64_t hi = k + 1 == job.parts ? job.bytes : std::min(job.bytes, (k + 1) * share);
-      if (hi > lo) copy_part(job.destination + lo, job.source + lo, hi - lo);
+      if (hi <= lo) continue;
+      const int error = copy_part(job.destination + lo, job.source + lo, hi - lo);
+      int none = 0;
+      if (error != 0) error_.compare_exchange_strong(none, error, std::memory_order_relaxed);
     }
   }
 
@@ -135,6 +144,7 @@ class CopyTeam {
   std::vector<std::thread> workers_;
   Job job_;
   std::atomic<std::int64_t> next_part_{0};
+  std::atomic<int> error_{0};
   std::uint64_t generation_ = 0;
   int busy_ = 0;
   bool stop_ = false;
@@ -157,7 +167,12 @@ class MappedWriter final : public FileWriter {
                                        std::to_string(size_));
     if (map_ == nullptr) throw OutputError(shown_ + ": write after the file was closed");
     std::lock_guard<std::mutex> lock(mutex_);
-    team_.copy(map_ + offset, static_cast<const std::byte*>(source), bytes);
+    const int error = team_.copy(map_ + offset, static_cast<const std::byte*>(source), bytes);
+    if (error != 0)
+      throw OutputError(shown_ + ": cannot write bytes [" + std::to_string(offset) + ", " +
+                        std::to_string(offset + bytes) + ") of the temporary file: " +
+                        (error == EFAULT ? std::string("the file system could not back them (full?)")
+                                         : std::string(std::strerror(error))));
 #if defined(__linux__)
     // Dirty pages of a shared map are written back like any others: start it now (see PosixWriter).
     if (bytes >= kEarlyWritebackBytes) (void)::sync_file_range(fd_, offset, bytes, SYNC_FILE_RANGE_WRITE);

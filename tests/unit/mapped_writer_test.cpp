@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -128,6 +129,35 @@ TEST(MappedWriter, WriteOutsideTheReservationIsAnInternalError) {
   EXPECT_THROW(writer->write_at(-1, bytes, 1), Error);
   writer->write_at(92, bytes, 8);
   writer->sync_and_close();
+}
+
+// The file shrinks under the map (another process of the same user truncates it): a copy must
+// be an OutputError, never a SIGBUS, where the kernel can say so (MADV_POPULATE_WRITE, 5.14).
+TEST(MappedWriter, FileShrunkUnderTheMapIsAnErrorNotASigbus) {
+#if !defined(MADV_POPULATE_WRITE)
+  GTEST_SKIP() << "built without MADV_POPULATE_WRITE";
+#else
+  for (const int threads : {1, 8}) {
+    SCOPED_TRACE(threads);
+    TempFile file;
+    const std::int64_t size = std::int64_t{8} << 20;
+    ASSERT_TRUE(reserve_file_space(file.dup(), size, "C.bin", file.path()));
+    std::unique_ptr<FileWriter> writer = make_mapped_writer(file.dup(), size, threads, "C.bin");
+    ASSERT_NE(writer, nullptr);
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(size), 7);
+    writer->write_at(0, bytes.data(), 4096);
+    ASSERT_EQ(::truncate(file.path().c_str(), 4096), 0);
+    std::string message;
+    try {
+      writer->write_at(4096, bytes.data(), size - 4096);
+    } catch (const OutputError& e) {
+      message = e.what();
+    }
+    if (message.empty() && ::madvise(nullptr, 0, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+      GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE";
+    EXPECT_NE(message.find("C.bin: cannot write bytes [4096, "), std::string::npos) << message;
+  }
+#endif
 }
 
 TEST(MappedWriter, ReservationPastAFileSizeLimitIsEfbig) {
