@@ -9,7 +9,9 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,11 +27,20 @@
 namespace blockmm::io {
 namespace {
 
+std::string default_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+}
+
+bool is_tmpfs(const std::string& dir) {
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
 class TempFile {
  public:
-  TempFile() {
-    const char* tmp = std::getenv("TMPDIR");
-    path_ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/blockmm-mapped-XXXXXX";
+  explicit TempFile(const std::string& dir = default_dir()) {
+    path_ = dir + "/blockmm-mapped-XXXXXX";
     fd_ = ::mkstemp(path_.data());
     if (fd_ < 0) throw std::runtime_error("mkstemp failed");
   }
@@ -75,12 +86,17 @@ class EnvVar {
 
 class MappedWriterThreads : public ::testing::TestWithParam<int> {};
 
+// In TMPDIR (reserved by fallocate) and in /dev/shm where it is a tmpfs (size set, pages
+// allocated by the copying threads).
 TEST_P(MappedWriterThreads, RandomWritesLandExactlyWhereTheySay) {
   const int threads = GetParam();
   std::mt19937_64 rng(1600 + threads);
+  std::vector<std::string> dirs{default_dir()};
+  if (is_tmpfs("/dev/shm") && !is_tmpfs(default_dir())) dirs.push_back("/dev/shm");
+  for (const std::string& dir : dirs)
   for (const std::int64_t size : {std::int64_t{1}, std::int64_t{4095}, std::int64_t{12} << 20, (std::int64_t{37} << 20) + 13}) {
-    SCOPED_TRACE(size);
-    TempFile file;
+    SCOPED_TRACE(dir + ", " + std::to_string(size) + " bytes");
+    TempFile file(dir);
     {
       const int fd = file.dup();
       ASSERT_TRUE(reserve_file_space(fd, size, "C.bin", file.path()));
@@ -180,6 +196,21 @@ TEST(MappedWriter, ReservationPastAFileSizeLimitIsEfbig) {
   ::sigaction(SIGXFSZ, &previous, nullptr);
   EXPECT_NE(message.find("C.bin: cannot reserve 1048576 bytes"), std::string::npos) << message;
   EXPECT_NE(message.find(std::strerror(EFBIG)), std::string::npos) << message;
+  EXPECT_EQ(file.contents().size(), 0u) << "a failed reservation grew the file";
+}
+
+// tmpfs is not fallocated (the copying threads allocate its pages): the free space is checked
+// when reserving, so a tmpfs too small is still an error before any write.
+TEST(MappedWriter, ReservationLargerThanATmpfsIsEnospc) {
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "/dev/shm is not a tmpfs here";
+  TempFile file("/dev/shm");
+  std::string message;
+  try {
+    reserve_file_space(file.dup(), std::int64_t{1} << 50, "C.bin", file.path());
+  } catch (const OutputError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find(std::strerror(ENOSPC)), std::string::npos) << message;
   EXPECT_EQ(file.contents().size(), 0u) << "a failed reservation grew the file";
 }
 
