@@ -6,8 +6,8 @@
 //
 //   write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--repeat R]
 //
-// --threads sets the copying threads (as BLOCKMM_WRITE_THREADS does for blockmm); BLOCKMM_IO=pwrite
-// selects the pwrite writer. Under mpiexec each rank writes its share of the block-rows. Prints
+// --threads sets the copying threads (as BLOCKMM_WRITE_THREADS does for blockmm; default 8);
+// --threads 0 or BLOCKMM_IO=pwrite selects the pwrite writer. Under mpiexec each rank writes its share of the block-rows. Prints
 // one line per repeat on rank 0: begin, write, finish seconds and GB/s over their sum.
 #include <chrono>
 #include <cstdio>
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     else if (option == "--repeat") repeat = std::atoi(argv[a + 1]);
     else return usage();
   }
-  if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < 1 || repeat < 1) return usage();
+  if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < 0 || repeat < 1) return usage();
   try {
     io::install_cleanup_handlers();
     comm::Communicator comm(comm::MpiMode::automatic, &argc, &argv);

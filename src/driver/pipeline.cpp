@@ -117,7 +117,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.threads = cores.threads;
   omp_set_num_threads(stats.threads);
   comm.run_phase([&] { start_thread_team(stats.threads); });
-  int write_threads = 1;
+  int write_threads = 0;  // 0: one pwrite stream (io/mapped_writer.hpp)
   comm.run_phase([&] { write_threads = io::output_writer_threads(stats.threads); });
   ProgressConfig progress_config = progress_config_for_stderr(options.quiet ? "none" : options.progress,
                                                               options.progress_interval);

@@ -293,7 +293,7 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer() const {
 }
 
 std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, int threads) const {
-  if (in_place_ || writes_through_mpi_io(comm_) || output_map_disabled()) {
+  if (in_place_ || threads <= 0 || writes_through_mpi_io(comm_) || output_map_disabled()) {
     std::unique_ptr<FileWriter> writer;
     comm_.run_phase([&] { writer = open_writer(); });
     return writer;

@@ -61,7 +61,7 @@ class BinaryProductWriter final : public ProductWriter {
  private:
   const comm::Communicator& comm_;
   AtomicOutput output_;
-  int write_threads_ = 1;
+  int write_threads_ = 0;  // 0: pwrite
   std::unique_ptr<FileWriter> file_;
   std::int64_t stride_ = 0;
   std::int64_t first_tile_ = 0;

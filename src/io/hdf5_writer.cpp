@@ -149,7 +149,7 @@ class Hdf5ProductWriter final : public ProductWriter {
 
   const comm::Communicator& comm_;
   AtomicOutput output_;
-  int write_threads_ = 1;
+  int write_threads_ = 0;  // 0: pwrite
   std::unique_ptr<FileWriter> file_;
   std::unique_ptr<BsrContentWriter> content_;
   BsrHeader header_;

@@ -229,7 +229,8 @@ int output_writer_threads(int rank_threads) {
                        std::to_string(kMaxWriteThreads));
     return static_cast<int>(value);
   }
-  return std::clamp(rank_threads, 1, kDefaultWriteThreads);
+  const int threads = std::clamp(rank_threads, 1, kDefaultWriteThreads);
+  return threads >= kMinDefaultMapThreads ? threads : 0;
 }
 
 bool populate_reports_errors() {

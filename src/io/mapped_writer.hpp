@@ -15,10 +15,14 @@
 
 namespace blockmm::io {
 
-// Copying threads for a rank's output: BLOCKMM_WRITE_THREADS when set (1 to kMaxWriteThreads,
-// else a UsageError), otherwise min(rank_threads, 8) (8 threads measured 5.3 GB/s into tmpfs on
-// a 16-core node; more add little but contention with the compute).
+// Copying threads for a rank's output, 0 meaning one pwrite stream (no map). BLOCKMM_WRITE_THREADS
+// when set (1 to kMaxWriteThreads, else a UsageError): that many, mapped. Otherwise
+// min(rank_threads, 8) when that is at least kMinDefaultMapThreads, else 0: on the 2-core
+// development VM one pwrite stream wrote 1.6 GB into tmpfs at 2.9-3.4 GB/s and the map with 2
+// threads at 2.5 (a fresh page is cleared when first touched through a map, never by pwrite); on
+// the 16-core GPU node pwrite gave 2.4 GB/s and 8 mapped threads 5.3 (issue 16).
 constexpr int kMaxWriteThreads = 64;
+constexpr int kMinDefaultMapThreads = 4;
 int output_writer_threads(int rank_threads);
 
 // Reserves bytes [0, bytes) of the regular file `fd` (Linux fallocate, mode 0: the size grows to

@@ -36,8 +36,9 @@ class ProductWriter : public RecordSink {
 };
 
 // Collective: creates the temporary file beside `target`. Each rank copies its output into the
-// file with `write_threads` threads (output_writer_threads(), mapped_writer.hpp) where it can.
+// file with `write_threads` threads (output_writer_threads(), mapped_writer.hpp) where it can;
+// 0: one pwrite stream.
 std::unique_ptr<ProductWriter> make_product_writer(OutputFormat format, const std::string& target,
-                                                   const comm::Communicator& comm, int write_threads = 1);
+                                                   const comm::Communicator& comm, int write_threads = 0);
 
 }  // namespace blockmm::io

@@ -225,14 +225,18 @@ TEST(MappedWriter, AnUnmappableFileGivesNoWriter) {
 TEST(MappedWriter, ThreadCountFollowsTheEnvironmentWithinLimits) {
   {
     EnvVar unset("BLOCKMM_WRITE_THREADS", nullptr);
-    EXPECT_EQ(output_writer_threads(1), 1);
-    EXPECT_EQ(output_writer_threads(3), 3);
+    // Below kMinDefaultMapThreads one pwrite stream (0) is faster than the map.
+    EXPECT_EQ(output_writer_threads(1), 0);
+    EXPECT_EQ(output_writer_threads(kMinDefaultMapThreads - 1), 0);
+    EXPECT_EQ(output_writer_threads(kMinDefaultMapThreads), kMinDefaultMapThreads);
     EXPECT_EQ(output_writer_threads(64), 8);
-    EXPECT_EQ(output_writer_threads(0), 1);
+    EXPECT_EQ(output_writer_threads(0), 0);
   }
   {
     EnvVar set("BLOCKMM_WRITE_THREADS", "5");
     EXPECT_EQ(output_writer_threads(1), 5);
+    EnvVar one("BLOCKMM_WRITE_THREADS", "1");  // asked for: one thread, mapped
+    EXPECT_EQ(output_writer_threads(16), 1);
   }
   for (const char* bad : {"0", "65", "-2", "2x", "many", "99999999999999999999"}) {
     SCOPED_TRACE(bad);
