@@ -18,9 +18,9 @@ namespace blockmm::io {
 // Copying threads for a rank's output, 0 meaning one pwrite stream (no map). BLOCKMM_WRITE_THREADS
 // when set (1 to kMaxWriteThreads, else a UsageError): that many, mapped. Otherwise
 // min(rank_threads, 8) when that is at least kMinDefaultMapThreads, else 0: on the 2-core
-// development VM one pwrite stream wrote 1.6 GB into tmpfs at 2.9-3.4 GB/s and the map with 2
-// threads at 2.5 (a fresh page is cleared when first touched through a map, never by pwrite); on
-// the 16-core GPU node pwrite gave 2.4 GB/s and 8 mapped threads 5.3 (issue 16).
+// development VM one pwrite stream wrote 1.6 GB into tmpfs at 2.3 GB/s (median of 5) and the map
+// at 1.5-1.6 with 1, 2 or 4 threads (a fresh page is cleared when first touched through a map,
+// never by pwrite); on the 16-core GPU node pwrite gave 2.4 GB/s and 8 mapped threads 5.3 (issue 16).
 constexpr int kMaxWriteThreads = 64;
 constexpr int kMinDefaultMapThreads = 4;
 int output_writer_threads(int rank_threads);
