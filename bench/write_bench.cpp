@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
         std::printf("write_bench %s %s ranks=%d threads=%d io=%s bytes=%.0f chunk=%lld begin=%.3f write=%.3f finish=%.3f "
                     "total=%.3f GB/s=%.2f\n",
                     target.c_str(), format.c_str(), comm.size(), threads,
-                    std::getenv("BLOCKMM_IO") != nullptr ? std::getenv("BLOCKMM_IO") : "default", out_bytes,
+                    threads == 0 ? "pwrite" : std::getenv("BLOCKMM_IO") != nullptr ? std::getenv("BLOCKMM_IO") : "map", out_bytes,
                     static_cast<long long>(chunk_bytes), begin_s, write_s, finish_s, all, out_bytes / all / 1e9);
     }
   } catch (const std::exception& e) {
