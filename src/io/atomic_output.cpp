@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <algorithm>
 #include <random>
 
 #include "core/error.hpp"
+#include "io/mapped_writer.hpp"
 
 namespace blockmm::io {
 namespace {
@@ -288,6 +290,31 @@ std::string AtomicOutput::path_for_library() const {
 std::unique_ptr<FileWriter> AtomicOutput::open_writer() const {
   if (in_place_) return io::open_writer(temporary_, target_, comm_);
   return open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_);
+}
+
+std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, int threads) const {
+  if (in_place_ || threads <= 0 || writes_through_mpi_io(comm_) || output_map_disabled()) {
+    std::unique_ptr<FileWriter> writer;
+    comm_.run_phase([&] { writer = open_writer(); });
+    return writer;
+  }
+  // Rank 0 reserves (the file may already hold more: HDF5's metadata), every rank learns how much.
+  std::string reserved = "0";
+  comm_.run_phase([&] {
+    if (!comm_.is_root()) return;
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0)
+      throw OutputError(target_ + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));
+    const std::int64_t size = std::max<std::int64_t>(bytes, st.st_size);
+    if (reserve_file_space(fd_, size, target_, temporary_)) reserved = std::to_string(size);
+  });
+  comm_.broadcast(reserved, 0);
+  const std::int64_t map_bytes = std::strtoll(reserved.c_str(), nullptr, 10);
+  std::unique_ptr<FileWriter> writer;
+  comm_.run_phase([&] {
+    writer = open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_, map_bytes, threads);
+  });
+  return writer;
 }
 
 void AtomicOutput::check_not_replaced() const {

@@ -1,8 +1,9 @@
 // The COL380 output file: rank 0 writes the header, every rank its records at
 // 12 + (first global tile) * record size; offsets come from an exclusive scan of tile counts.
-// Ranks write independently (MPI_File_write_at) as chunks are computed: their ranges are
-// large, contiguous and disjoint, and collective writes would lock ranks with different chunk
-// counts into step.
+// Ranks write independently as chunks are computed: their ranges are large, contiguous and
+// disjoint, and collective writes would lock ranks with different chunk counts into step. On one
+// node each rank copies into a shared map of the file, reserved at begin(), with several threads
+// (mapped_writer.hpp); across nodes through MPI_File_write_at.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -15,30 +16,35 @@
 
 namespace blockmm::io {
 
-std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm);
+std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
+                                                        int write_threads);
 
 namespace {
 
 class BinaryProductWriter final : public ProductWriter {
  public:
-  BinaryProductWriter(const std::string& target, const comm::Communicator& comm) : comm_(comm), output_(target, comm) {
-    comm.run_phase([&] { file_ = output_.open_writer(); });
-  }
+  BinaryProductWriter(const std::string& target, const comm::Communicator& comm, int write_threads)
+      : comm_(comm), output_(target, comm), write_threads_(write_threads) {}
 
-  // `shape` is the file's; with labels, the pattern's and the records' indices are mapped back.
+  // Collective: the file's size is known from here on, so its storage is reserved here. `shape`
+  // is the file's; with labels, the pattern's and the records' indices are mapped back.
   void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& pattern) override {
-    if (total_tiles > std::numeric_limits<std::int32_t>::max())
-      throw OutputError(output_.target() + ": the product has " + std::to_string(total_tiles) +
-                        " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");
-    output_.check_not_replaced();  // fail before the numeric phase, not after it
     stride_ = record_bytes<std::uint32_t>(shape.m);
     first_tile_ = first_tile;
     pieces_.reset(pattern.labels, stride_);
-    if (comm_.is_root()) {
+    comm_.run_phase([&] {
+      if (total_tiles > std::numeric_limits<std::int32_t>::max())
+        throw OutputError(output_.target() + ": the product has " + std::to_string(total_tiles) +
+                          " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");
+      output_.check_not_replaced();  // fail before the numeric phase, not after it
+    });
+    file_ = output_.open_writer(kHeaderBytes + total_tiles * stride_, write_threads_);
+    comm_.run_phase([&] {
+      if (!comm_.is_root()) return;
       const std::int32_t header[3] = {shape.n, shape.m, static_cast<std::int32_t>(total_tiles)};
       file_->write_at(0, header, sizeof header);
       written_ += sizeof header;
-    }
+    });
   }
 
   void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
@@ -49,7 +55,10 @@ class BinaryProductWriter final : public ProductWriter {
   }
 
   void finish() override {
-    comm_.run_phase([&] { file_->sync_and_close(); });
+    comm_.run_phase([&] {
+      if (!file_) throw Error(ExitCode::other, "internal error: the binary writer finished before it began");
+      file_->sync_and_close();
+    });
     output_.commit();
   }
 
@@ -58,6 +67,7 @@ class BinaryProductWriter final : public ProductWriter {
  private:
   const comm::Communicator& comm_;
   AtomicOutput output_;
+  int write_threads_ = 0;  // 0: pwrite
   std::unique_ptr<FileWriter> file_;
   std::int64_t stride_ = 0;
   std::int64_t first_tile_ = 0;
@@ -117,9 +127,9 @@ std::string output_name_warning(const std::string& target, OutputFormat chosen) 
 }
 
 std::unique_ptr<ProductWriter> make_product_writer(OutputFormat format, const std::string& target,
-                                                   const comm::Communicator& comm) {
-  if (format == OutputFormat::hdf5) return make_hdf5_product_writer(target, comm);
-  return std::make_unique<BinaryProductWriter>(target, comm);
+                                                   const comm::Communicator& comm, int write_threads) {
+  if (format == OutputFormat::hdf5) return make_hdf5_product_writer(target, comm, write_threads);
+  return std::make_unique<BinaryProductWriter>(target, comm, write_threads);
 }
 
 }  // namespace blockmm::io

@@ -12,6 +12,7 @@
 
 #include "comm/mpi_check.hpp"
 #include "core/error.hpp"
+#include "io/mapped_writer.hpp"
 
 namespace blockmm::io {
 namespace {
@@ -47,6 +48,8 @@ class PosixWriter final : public FileWriter {
   ~PosixWriter() override {
     if (fd_ >= 0) ::close(fd_);
   }
+  // Gives up the descriptor (another owner took it).
+  void release() { fd_ = -1; }
   void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
     write_fully(fd_, offset, source, bytes, shown_);
 #if defined(__linux__)
@@ -146,16 +149,25 @@ namespace {
 // MPI-IO where ranks span nodes (it knows the parallel file system's consistency rules);
 // plain POSIX where every rank shares one node's file system view, which keeps the
 // multi-threaded reads and the early write-back.
-// BLOCKMM_IO=mpi|posix overrides the choice (tests use it to cover MPI-IO on one node).
+// BLOCKMM_IO=mpi|posix|pwrite overrides the choice (tests use it to cover MPI-IO on one node);
+// pwrite is POSIX without the shared map of the output (mapped_writer.hpp): today's writes
+// before it, for comparisons.
 bool use_mpi_io(const comm::Communicator& comm) {
   if (!comm.uses_mpi() || comm.size() == 1) return false;
   const char* forced = std::getenv("BLOCKMM_IO");
   if (forced != nullptr && std::strcmp(forced, "mpi") == 0) return true;
-  if (forced != nullptr && std::strcmp(forced, "posix") == 0) return false;
+  if (forced != nullptr && (std::strcmp(forced, "posix") == 0 || std::strcmp(forced, "pwrite") == 0)) return false;
   return comm.node_size() < comm.size();
 }
 
 }  // namespace
+
+bool writes_through_mpi_io(const comm::Communicator& comm) { return use_mpi_io(comm); }
+
+bool output_map_disabled() {
+  const char* forced = std::getenv("BLOCKMM_IO");
+  return forced != nullptr && std::strcmp(forced, "pwrite") == 0;
+}
 
 std::unique_ptr<FileReader> open_reader(const std::string& path, const comm::Communicator& comm) {
   if (use_mpi_io(comm)) return std::make_unique<MpiReader>(path);
@@ -175,6 +187,16 @@ std::string replaced_text(const std::string& path, const std::string& shown) {
          " was replaced by another file or link while blockmm ran; nothing was written through it";
 }
 
+// Takes `fd`: a mapped writer when `map_bytes` were reserved and the file maps, else pwrite.
+std::unique_ptr<FileWriter> posix_or_mapped_writer(int fd, const std::string& shown, std::int64_t map_bytes, int threads) {
+  auto plain = std::make_unique<PosixWriter>(fd, shown);  // owns fd until a mapped writer does
+  if (map_bytes <= 0) return plain;
+  std::unique_ptr<FileWriter> mapped = make_mapped_writer(fd, map_bytes, threads, shown);
+  if (mapped == nullptr) return plain;
+  plain->release();
+  return mapped;
+}
+
 [[noreturn]] void not_the_temporary(const std::string& path, const std::string& shown) {
   throw OutputError(replaced_text(path, shown));
 }
@@ -189,7 +211,7 @@ bool names_file(const std::string& path, std::uint64_t inode) {
 
 std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
                                                   const comm::Communicator& comm, int held, std::uint64_t device,
-                                                  std::uint64_t inode) {
+                                                  std::uint64_t inode, std::int64_t map_bytes, int threads) {
   if (use_mpi_io(comm)) {
     // MPI-IO opens by name on every node and cannot refuse links: check the name before and
     // after. (A swap in between is still caught by the commit's check on rank 0.) The open is
@@ -203,20 +225,23 @@ std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const
   if (held >= 0) {
     const int fd = ::fcntl(held, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) throw OutputError(shown_name + ": cannot duplicate the descriptor of " + path + ": " + std::strerror(errno));
-    return std::make_unique<PosixWriter>(fd, shown_name);
+    return posix_or_mapped_writer(fd, shown_name, map_bytes, threads);
   }
-  // O_NONBLOCK: a FIFO put in its place must not block the open.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put in its place must not block the open. O_RDWR: a shared map needs it.
+  const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ELOOP || errno == ENXIO) not_the_temporary(path, shown_name);
     throw OutputError(shown_name + ": cannot open the temporary file " + path + ": " + std::strerror(errno));
   }
-  auto writer = std::make_unique<PosixWriter>(fd, shown_name);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_dev) != device ||
-      static_cast<std::uint64_t>(st.st_ino) != inode)
-    not_the_temporary(path, shown_name);
-  return writer;
+  {
+    PosixWriter closes_on_error(fd, shown_name);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_dev) != device ||
+        static_cast<std::uint64_t>(st.st_ino) != inode)
+      not_the_temporary(path, shown_name);
+    closes_on_error.release();
+  }
+  return posix_or_mapped_writer(fd, shown_name, map_bytes, threads);
 }
 
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path) {

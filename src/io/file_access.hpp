@@ -36,9 +36,17 @@ std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::stri
 // name is opened without following a link, and the writer refuses any file but the one with
 // `inode` (and `device` on POSIX paths, which share rank 0's view of the file system): a name
 // swapped for a link or another file is an OutputError, never written through.
+// `map_bytes` > 0: the first map_bytes of the file are reserved (mapped_writer.hpp), and on POSIX
+// paths the writer copies into a shared map of them with `threads` threads (plain pwrite where
+// mmap fails); MPI-IO and map_bytes <= 0 write as before.
 std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
                                                   const comm::Communicator& comm, int held, std::uint64_t device,
-                                                  std::uint64_t inode);
+                                                  std::uint64_t inode, std::int64_t map_bytes = 0, int threads = 1);
+
+// Whether writers of this run's files use MPI-IO (ranks on several nodes, or BLOCKMM_IO=mpi).
+bool writes_through_mpi_io(const comm::Communicator& comm);
+// BLOCKMM_IO=pwrite: outputs are written by pwrite(2), not through a shared map (for comparisons).
+bool output_map_disabled();
 
 // read(2) / pwrite(2) loops that survive EINTR and short transfers.
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path);

@@ -1,8 +1,9 @@
 // The HDF5 product writer: C in the BSR layout (hdf5_bsr.hpp), written by every rank. At
 // begin() rank 0 lays the file out with HDF5 (attributes, datasets of their final sizes, storage
 // allocated) and closes it; then every rank writes its panel's indptr entries, block-columns and
-// values straight into that storage, as the numeric phase hands over chunks, through MPI-IO or
-// POSIX exactly as the binary writer does. No rank buffers its panel or waits for another, and
+// values straight into that storage, as the numeric phase hands over chunks, exactly as the
+// binary writer does (a reserved shared map copied into by several threads on one node, MPI-IO
+// across nodes). No rank buffers its panel or waits for another, and
 // C is never gathered. All of it goes into the AtomicOutput temporary, renamed in finish() once
 // every rank has succeeded.
 #include <algorithm>
@@ -18,7 +19,8 @@
 
 namespace blockmm::io {
 
-std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm);
+std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
+                                                        int write_threads);
 
 namespace {
 
@@ -26,7 +28,8 @@ namespace {
 
 class Hdf5ProductWriter final : public ProductWriter {
  public:
-  Hdf5ProductWriter(const std::string& target, const comm::Communicator& comm) : comm_(comm), output_(target, comm) {}
+  Hdf5ProductWriter(const std::string& target, const comm::Communicator& comm, int write_threads)
+      : comm_(comm), output_(target, comm), write_threads_(write_threads) {}
 
   void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& pattern) override {
     // Collectives first, then checks inside run_phase: a rank that throws must not leave the
@@ -55,7 +58,11 @@ class Hdf5ProductWriter final : public ProductWriter {
     comm_.broadcast(layout_text, 0);
     const BsrLayout layout = BsrLayout::decode(layout_text);
 
-    comm_.run_phase([&] { file_ = output_.open_writer(); });
+    // The datasets' storage ends the file (rank 0's fstat in open_writer covers any metadata after it).
+    const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
+    const std::int64_t end = std::max({layout.indptr + 8 * (std::int64_t{header_.block_rows()} + 1),
+                                       layout.indices + 4 * header_.nnzb, layout.data + value_bytes * header_.nnzb});
+    file_ = output_.open_writer(end, write_threads_);
     comm_.run_phase([&] {
       content_ = std::make_unique<BsrContentWriter>(*file_, header_, layout);
       row_begin_ = pattern.row_begin;
@@ -169,6 +176,7 @@ class Hdf5ProductWriter final : public ProductWriter {
 
   const comm::Communicator& comm_;
   AtomicOutput output_;
+  int write_threads_ = 0;  // 0: pwrite
   std::unique_ptr<FileWriter> file_;
   std::unique_ptr<BsrContentWriter> content_;
   BsrHeader header_;
@@ -185,8 +193,9 @@ class Hdf5ProductWriter final : public ProductWriter {
 
 }  // namespace
 
-std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm) {
-  return std::make_unique<Hdf5ProductWriter>(target, comm);
+std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
+                                                        int write_threads) {
+  return std::make_unique<Hdf5ProductWriter>(target, comm, write_threads);
 }
 
 }  // namespace blockmm::io

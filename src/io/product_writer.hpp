@@ -1,5 +1,6 @@
 // Writing C: every rank writes its own panel straight into the shared output file (never
-// through one rank), into a temporary file that is renamed only when every rank succeeded.
+// through one rank; on one node by several copying threads), into a temporary file that is
+// renamed only when every rank succeeded.
 #pragma once
 
 #include <cstddef>
@@ -56,8 +57,10 @@ class FileIndexPieces {
   std::vector<std::byte> piece_;
 };
 
-// Collective: creates the temporary file beside `target`.
+// Collective: creates the temporary file beside `target`. Each rank copies its output into the
+// file with `write_threads` threads (output_writer_threads(), mapped_writer.hpp) where it can;
+// 0: one pwrite stream.
 std::unique_ptr<ProductWriter> make_product_writer(OutputFormat format, const std::string& target,
-                                                   const comm::Communicator& comm);
+                                                   const comm::Communicator& comm, int write_threads = 0);
 
 }  // namespace blockmm::io

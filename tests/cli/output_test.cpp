@@ -2,7 +2,10 @@
 // never writing over an input or the product with the stats (exit 2, nothing written), a failing
 // --stats-file failing before the product replaces the old output, an existing output's
 // permissions kept and a read-only one refused, a new output's permissions from the umask, output
-// names up to NAME_MAX bytes, and control characters in names escaped in messages.
+// names up to NAME_MAX bytes, and control characters in names escaped in messages. And the
+// multi-threaded writer (io/mapped_writer): the product byte for byte with 1, 2 and 8 copying
+// threads and several chunk sizes, the same as through pwrite (BLOCKMM_IO=pwrite); /dev/null
+// still written in place; a bad BLOCKMM_WRITE_THREADS a usage error before anything is written.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -199,6 +202,71 @@ TEST_F(Output, ReadOnlyExistingOutputIsRefused) {
     EXPECT_EQ(mode_of(target), 0444u);
   }
   EXPECT_TRUE(holds_only({"C.bin", "C.h5"}));
+}
+
+// ---------- several copying threads ----------
+
+TEST_F(Output, WriterThreadsAndChunkSizesGiveTheProduct) {
+  // Large enough that a chunk is split between threads (parts of at least 256 KiB): 2.4 MB of C.
+  std::mt19937_64 rng(1616);
+  testing::RandomSpec spec;
+  spec.n = 768;
+  spec.m = 16;
+  spec.density = 0.5;
+  a_records = testing::random_blocks(spec, rng);
+  b_records = testing::random_blocks(spec, rng);
+  write_bytes(a, encode(a_records));
+  write_bytes(b, encode(b_records));
+  for (const char* threads : {"1", "2", "8"}) {
+    for (const char* chunk : {"4K", "300K", "1M", "256M"}) {
+      for (const char* backend : {"cpu", "reference"}) {
+        SCOPED_TRACE(std::string(threads) + " threads, --chunk-size " + chunk + ", " + backend);
+        RunOptions env;
+        env.set_env = {std::string("BLOCKMM_WRITE_THREADS=") + threads};
+        ::unlink(out.c_str());
+        ASSERT_TRUE(succeeded(run_blockmm({"-q", "--backend", backend, "--chunk-size", chunk, a, b, out}, env)));
+        EXPECT_TRUE(holds_product(out));
+        EXPECT_TRUE(holds_only({"C.bin"}));
+      }
+    }
+  }
+  // The same bytes through pwrite, the writer before the map (and the one for MPI-IO's ranks).
+  const std::vector<std::byte> mapped = read_bytes(out);
+  RunOptions pwrite;
+  pwrite.set_env = {"BLOCKMM_IO=pwrite"};
+  ASSERT_TRUE(succeeded(run_blockmm({"-q", "--chunk-size", "1M", a, b, out}, pwrite)));
+  EXPECT_TRUE(read_bytes(out) == mapped);
+  // Over an existing, longer output: the reserved file has exactly the product's size.
+  write_text(out, std::string(mapped.size() + 5000, 'x'));
+  ASSERT_TRUE(succeeded(run_blockmm({"-q", a, b, out})));
+  EXPECT_TRUE(read_bytes(out) == mapped);
+}
+
+TEST_F(Output, DevNullIsWrittenInPlaceWithWriterThreads) {
+  RunOptions env;
+  env.set_env = {"BLOCKMM_WRITE_THREADS=8"};
+  struct stat before {};
+  ASSERT_EQ(::stat("/dev/null", &before), 0);
+  EXPECT_TRUE(succeeded(run_blockmm({"-q", a, b, "/dev/null"}, env)));
+  EXPECT_TRUE(succeeded(run_blockmm({"-q", "--format", "h5", a, b, "/dev/null"}, env)));
+  struct stat after {};
+  ASSERT_EQ(::stat("/dev/null", &after), 0);
+  EXPECT_TRUE(S_ISCHR(after.st_mode) && after.st_rdev == before.st_rdev) << "/dev/null was replaced";
+  EXPECT_TRUE(holds_only({}));
+}
+
+TEST_F(Output, BadWriterThreadCountIsAUsageError) {
+  write_text(out, kPrevious);
+  for (const char* bad : {"0", "65", "two"}) {
+    SCOPED_TRACE(bad);
+    RunOptions env;
+    env.set_env = {std::string("BLOCKMM_WRITE_THREADS=") + bad};
+    const RunResult run = run_blockmm({"-q", a, b, out}, env);
+    EXPECT_EQ(run.exit_code, 2) << run.describe();
+    EXPECT_NE(run.err.find("BLOCKMM_WRITE_THREADS"), std::string::npos) << run.describe();
+    EXPECT_EQ(slurp(out), kPrevious);
+    EXPECT_TRUE(holds_only({"C.bin"}));
+  }
 }
 
 // ---------- names ----------

@@ -238,7 +238,7 @@ class TinyTmpfs {
 };
 
 // inputs/A.bin x inputs/B.bin is 144 KB of output: more than the 64 KB tmpfs holds.
-void run_on_tiny_tmpfs(const std::string& out_name, bool existing_output) {
+void run_on_tiny_tmpfs(const std::string& out_name, bool existing_output, const std::vector<std::string>& env = {}) {
   const std::string inputs = env_or("BLOCKMM_SOURCE_DIR") + "/inputs";
   ScratchDir dir("blockmm-fault");
   const std::string mnt = dir.subdir("mnt");
@@ -246,7 +246,9 @@ void run_on_tiny_tmpfs(const std::string& out_name, bool existing_output) {
   if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs on " << mnt << " (" << tmpfs.why() << "): needs root";
   const std::string target = mnt + "/" + out_name;
   if (existing_output) write_text(target, kPrevious);
-  const RunResult run = run_blockmm({inputs + "/A.bin", inputs + "/B.bin", target, "--quiet"}, within(60));
+  RunOptions options = within(60);
+  options.set_env.insert(options.set_env.end(), env.begin(), env.end());
+  const RunResult run = run_blockmm({inputs + "/A.bin", inputs + "/B.bin", target, "--quiet"}, options);
   EXPECT_EQ(run.exit_code, 4) << run.describe();
   EXPECT_TRUE(one_error_line(run.err, {target}));
   EXPECT_EQ(list_dir(mnt), existing_output ? std::vector<std::string>{out_name} : std::vector<std::string>{})
@@ -258,6 +260,12 @@ void run_on_tiny_tmpfs(const std::string& out_name, bool existing_output) {
 
 TEST(FaultOutput, TinyTmpfsBinaryGivesExit4AndKeepsExistingOutput) { run_on_tiny_tmpfs("C.bin", true); }
 TEST(FaultOutput, TinyTmpfsHdf5GivesExit4AndLeavesNothing) { run_on_tiny_tmpfs("C.h5", false); }
+// The same through the mapped writer (io/mapped_writer, which a few cores do not choose by
+// default): on tmpfs its reservation checks the free space instead of fallocating.
+TEST(FaultOutput, TinyTmpfsMappedWriterGivesExit4) {
+  run_on_tiny_tmpfs("C.bin", true, {"BLOCKMM_WRITE_THREADS=2"});
+  run_on_tiny_tmpfs("C.h5", false, {"BLOCKMM_WRITE_THREADS=2"});
+}
 
 // ---------- signals ----------
 
@@ -525,6 +533,44 @@ TEST(FaultMpiStats, FailingStatsFileFailsEveryRankBeforeTheCommit) {
   EXPECT_NE(done.err.find("blockmm: error: " + dir / "no/such/folder/stats.json"), std::string::npos) << done.describe();
   EXPECT_EQ(slurp(target), kPrevious) << "the product replaced the old output although the run failed";
   EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"});
+}
+
+// A file-size limit under mpirun -np 2, binary and HDF5: rank 0 reserves the output's storage
+// before the numeric phase (io/mapped_writer) and the limit refuses it; every rank exits 4 with
+// "File too large", the old output stays and no temporary file is left. The limit is set in each
+// rank's shell (dash: 512-byte blocks), not on mpiexec, whose own shared-memory files pass 64 KB
+// (Open MPI may then warn that its shared-memory transport fell back).
+TEST(FaultMpiStats, FileSizeLimitFailsEveryRankWithExit4) {
+  const std::string inputs = env_or("BLOCKMM_SOURCE_DIR") + "/inputs";  // 144 KB of product
+  ScratchDir dir("blockmm-fault");
+  const std::string out = dir.subdir("out");
+  // The mapped writer (reserving) and one pwrite stream (BLOCKMM_IO=pwrite: it fails at its first
+  // write past the limit).
+  for (const std::string threads : {"2", "0"})
+  for (const std::string name : {"C.bin", "C.h5"}) {
+    SCOPED_TRACE(name + ", BLOCKMM_WRITE_THREADS=" + threads);
+    const std::string target = out + "/" + name;
+    write_text(target, kPrevious);
+    std::vector<std::string> argv = mpiexec_command(2);
+    for (const std::string& a :
+         {std::string("/bin/sh"), std::string("-c"),
+          std::string("ulimit -f 128 && ") + (threads == "0" ? std::string("BLOCKMM_IO=pwrite ") : "BLOCKMM_WRITE_THREADS=" + threads + " ") +
+              "\"$@\"; echo $? > \"" + dir.path() + "/rc.$OMPI_COMM_WORLD_RANK\"",
+          std::string("sh"), blockmm_bin(), inputs + "/A.bin", inputs + "/B.bin", target, std::string("--quiet")})
+      argv.push_back(a);
+    Child job(argv);
+    const Finished done = job.wait(120);
+    EXPECT_FALSE(done.timed_out) << done.describe();
+    EXPECT_EQ(slurp(dir / "rc.0"), "4\n") << done.describe();
+    EXPECT_EQ(slurp(dir / "rc.1"), "4\n") << done.describe();
+    EXPECT_NE(done.err.find("blockmm: error: " + target + ": "), std::string::npos) << done.describe();
+    EXPECT_NE(done.err.find("File too large"), std::string::npos) << done.describe();
+    EXPECT_EQ(slurp(target), kPrevious) << "the existing output was changed";
+    EXPECT_EQ(list_dir(out), std::vector<std::string>{name}) << "partial or temporary output left";
+    ::unlink(target.c_str());
+    ::unlink((dir / "rc.0").c_str());
+    ::unlink((dir / "rc.1").c_str());
+  }
 }
 
 // Under the asan-ubsan preset, ASan's memcpy interceptor would report libhdf5's bad copy (libhdf5

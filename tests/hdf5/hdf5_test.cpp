@@ -49,10 +49,12 @@ RunResult run_convert(const std::vector<std::string>& args) {
   return run_process(argv);
 }
 
-RunResult run_mpi(int ranks, const std::vector<std::string>& args) {
+RunResult run_mpi(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv{mpiexec_bin(), "-n", std::to_string(ranks), "--oversubscribe", blockmm_bin()};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, with_mpi_env());
+  RunOptions options = with_mpi_env();
+  options.set_env.insert(options.set_env.end(), env.begin(), env.end());
+  return run_process(argv, options);
 }
 
 ::testing::AssertionResult succeeded(const RunResult& run) {
@@ -500,6 +502,41 @@ TEST_F(Hdf5, MpiRanksWriteIdenticalDatasets) {
   const std::string pt = put("T.bin", tiny);
   ASSERT_TRUE(succeeded(run_mpi(4, {"-q", pt, pt, work + "/T.h5"})));
   EXPECT_TRUE(read_bsr(work + "/T.h5") == expected_bsr(sparse_oracle(tiny, tiny)));
+}
+
+// Each rank copies indptr, indices and values into a shared map of the file with several
+// threads (io/mapped_writer); the datasets are the oracle's for every thread count, chunk size
+// and rank count, and the same as written through pwrite.
+TEST_F(Hdf5, WriterThreadsAndChunkSizesGiveTheOracle) {
+  std::mt19937_64 rng(1617);
+  testing::RandomSpec spec = spec_of(768, 16, 0.5, 0.1);  // about 2 MB of values
+  const InputRecords a = testing::random_blocks(spec, rng);
+  const InputRecords b = testing::random_blocks(spec, rng);
+  const std::string pa = put("A.bin", a);
+  const std::string pb = put("B.bin", b);
+  const Bsr expected = expected_bsr(sparse_oracle(a, b));
+  const std::string out = work + "/C.h5";
+  for (const char* threads : {"1", "2", "8"}) {
+    for (const char* chunk : {"4K", "1M", "256M"}) {
+      SCOPED_TRACE(std::string(threads) + " writer threads, --chunk-size " + chunk);
+      const std::string env = std::string("BLOCKMM_WRITE_THREADS=") + threads;
+      RunOptions options;
+      options.set_env = {env};
+      ASSERT_TRUE(succeeded(run_blockmm({"-q", "--chunk-size", chunk, pa, pb, out}, options)));
+      EXPECT_TRUE(read_bsr(out) == expected);
+      for (int ranks : {2, 3}) {
+        if (std::string(chunk) == "256M") continue;
+        SCOPED_TRACE(std::to_string(ranks) + " ranks");
+        ASSERT_TRUE(succeeded(run_mpi(ranks, {"-q", "--threads", "1", "--chunk-size", chunk, pa, pb, out}, {env})));
+        EXPECT_TRUE(read_bsr(out) == expected);
+      }
+    }
+  }
+  RunOptions pwrite;
+  pwrite.set_env = {"BLOCKMM_IO=pwrite"};
+  ASSERT_TRUE(succeeded(run_blockmm({"-q", pa, pb, out}, pwrite)));
+  EXPECT_TRUE(read_bsr(out) == expected);
+  EXPECT_EQ(list_dir(work), std::vector<std::string>{"C.h5"}) << "a temporary file was left";
 }
 
 // ---------------------------------------------------------------------------------------------

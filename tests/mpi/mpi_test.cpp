@@ -36,7 +36,7 @@ struct MpiRun {
 };
 
 // mpiexec -n `ranks` blockmm `args` through the script (a 60 s guard inside it).
-MpiRun run_mpi(int ranks, const std::vector<std::string>& args) {
+MpiRun run_mpi(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   const std::string script = env_or("BLOCKMM_MPI_SCRIPT");
   if (script.empty()) throw std::runtime_error("BLOCKMM_MPI_SCRIPT is not set (run the tests through ctest)");
   ScratchDir status("blockmm-mpi-status");
@@ -44,6 +44,7 @@ MpiRun run_mpi(int ranks, const std::vector<std::string>& args) {
   argv.insert(argv.end(), args.begin(), args.end());
   RunOptions options;
   options.timeout_seconds = 100;  // backstop; the script's own guard is 60 s
+  options.set_env = env;  // mpiexec passes its environment on to the ranks of this node
   MpiRun result;
   result.run = run_process(argv, options);
   for (int r = 0; r < ranks; ++r) {
@@ -128,14 +129,15 @@ class Mpi : public ::testing::Test {
 
   // mpiexec -n N for each N in `ranks`: every output byte-identical to `plain`.
   void expect_identical(const std::string& a, const std::string& b, const std::vector<std::byte>& plain,
-                        const std::vector<int>& ranks, const std::vector<std::string>& extra = {}) {
+                        const std::vector<int>& ranks, const std::vector<std::string>& extra = {},
+                        const std::vector<std::string>& env = {}) {
     const std::string out = out_dir + "/C.bin";
     for (int n : ranks) {
       SCOPED_TRACE("mpiexec -n " + std::to_string(n));
       std::vector<std::string> args{"-q", "--threads", "1"};
       args.insert(args.end(), extra.begin(), extra.end());
       args.insert(args.end(), {a, b, out});
-      const MpiRun m = run_mpi(n, args);
+      const MpiRun m = run_mpi(n, args, env);
       ASSERT_TRUE(mpi_succeeded(m));
       const std::vector<std::byte> got = read_bytes(out);
       EXPECT_EQ(got.size(), plain.size());
@@ -172,6 +174,30 @@ TEST_F(Mpi, RandomInputsGiveIdenticalFilesForOneToFourRanks) {
     const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
     expect_identical(pa, pb, plain, {1, 2, 3, 4});
   }
+}
+
+// Each rank copies its panel into a shared map of the output with several threads
+// (io/mapped_writer): ranks' ranges meet inside pages, chunks split across threads.
+TEST_F(Mpi, WriterThreadsAndChunkSizesGiveIdenticalFiles) {
+  std::mt19937_64 rng(1616);
+  testing::RandomSpec spec;
+  spec.n = 768;
+  spec.m = 16;
+  spec.density = 0.5;  // 2.4 MB of C: chunks large enough to split
+  const InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
+  const std::string pa = put("A.bin", a), pb = put("B.bin", b);
+  const OutputRecords oracle = sparse_oracle(a, b);
+  const std::vector<std::byte> expected = encode(oracle);
+  const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+  for (const char* threads : {"1", "2", "8"}) {
+    for (const char* chunk : {"64K", "1M"}) {
+      SCOPED_TRACE(std::string(threads) + " writer threads, --chunk-size " + chunk);
+      expect_identical(pa, pb, plain, {2, 3}, {"--chunk-size", chunk},
+                       {std::string("BLOCKMM_WRITE_THREADS=") + threads});
+    }
+  }
+  // pwrite (the writer before the map) gives the same bytes.
+  expect_identical(pa, pb, plain, {2}, {}, {"BLOCKMM_IO=pwrite"});
 }
 
 TEST_F(Mpi, SkewedInputsGiveIdenticalFiles) {

@@ -1,0 +1,125 @@
+// The output writers alone (io::ProductWriter: reserve, copy, fsync, rename), without inputs or
+// compute, so that write throughput can be compared between writers, thread counts and file
+// systems (bench/NOTES.md). Writes a synthetic product of about BYTES bytes (m = 16, every
+// block-row holding the same number of tiles, records filled outside the timed calls) in chunks
+// handed over one at a time, as the numeric phase does.
+//
+//   write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--repeat R]
+//
+// --threads sets the copying threads (as BLOCKMM_WRITE_THREADS does for blockmm; default 8);
+// --threads 0 or BLOCKMM_IO=pwrite selects the pwrite writer. Under mpiexec each rank writes its share of the block-rows. Prints
+// one line per repeat on rank 0: begin, write, finish seconds and GB/s over their sum.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "core/record_layout.hpp"
+#include "io/atomic_output.hpp"
+#include "io/mapped_writer.hpp"
+#include "io/product_writer.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::int64_t parse_bytes(const char* text) {
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  switch (*end) {
+    case 'K': case 'k': value *= 1024.0; break;
+    case 'M': case 'm': value *= 1024.0 * 1024; break;
+    case 'G': case 'g': value *= 1024.0 * 1024 * 1024; break;
+    default: break;
+  }
+  return static_cast<std::int64_t>(value);
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--repeat R]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace blockmm;
+  if (argc < 3) return usage();
+  const std::string target = argv[1];
+  const std::int64_t bytes = parse_bytes(argv[2]);
+  std::int64_t chunk_bytes = std::int64_t{256} << 20;
+  std::string format = "bin";
+  int threads = io::output_writer_threads(8);
+  int repeat = 3;
+  for (int a = 3; a + 1 < argc; a += 2) {
+    const std::string option = argv[a];
+    if (option == "--chunk") chunk_bytes = parse_bytes(argv[a + 1]);
+    else if (option == "--format") format = argv[a + 1];
+    else if (option == "--threads") threads = std::atoi(argv[a + 1]);
+    else if (option == "--repeat") repeat = std::atoi(argv[a + 1]);
+    else return usage();
+  }
+  if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < 0 || repeat < 1) return usage();
+  try {
+    io::install_cleanup_handlers();
+    comm::Communicator comm(comm::MpiMode::automatic, &argc, &argv);
+    const std::int32_t m = 16;
+    const std::int64_t stride = record_bytes<std::uint32_t>(m);
+    const std::int32_t p = 4096;  // block-rows; n = 65536
+    const std::int64_t per_row = std::max<std::int64_t>(1, std::min<std::int64_t>(p, bytes / stride / p));
+    const std::int32_t row_begin = static_cast<std::int32_t>(std::int64_t{p} * comm.rank() / comm.size());
+    const std::int32_t row_end = static_cast<std::int32_t>(std::int64_t{p} * (comm.rank() + 1) / comm.size());
+    OutputLayout layout;
+    layout.row_begin = row_begin;
+    layout.row_end = row_end;
+    for (std::int32_t r = row_begin; r <= row_end; ++r) layout.row_ptr.push_back((r - row_begin) * per_row);
+    const std::int64_t mine = layout.tiles();
+    const std::int64_t total = per_row * p;
+    const std::int64_t first = per_row * row_begin;
+    const std::int64_t chunk_tiles = std::max<std::int64_t>(1, chunk_bytes / stride);
+    std::vector<std::byte> buffer(static_cast<std::size_t>(std::min(chunk_tiles, std::max<std::int64_t>(mine, 1)) * stride));
+    for (std::size_t b = 0; b < buffer.size(); ++b) buffer[b] = static_cast<std::byte>((b * 2654435761u) >> 13 | 1);
+    const io::OutputFormat chosen = format == "h5" ? io::OutputFormat::hdf5 : io::OutputFormat::binary;
+    for (int r = 0; r < repeat; ++r) {
+      comm.barrier();
+      const auto t0 = Clock::now();
+      auto writer = io::make_product_writer(chosen, target, comm, threads);
+      writer->begin(MatrixShape{p * m, m}, total, first, layout);
+      const double begin_s = since(t0);
+      double write_s = 0;
+      for (std::int64_t t = 0; t < mine; t += chunk_tiles) {
+        const std::int64_t count = std::min(chunk_tiles, mine - t);
+        for (std::int64_t q = 0; q < count; ++q) {  // the records' (i, j): untimed, as compute is
+          const std::int64_t tile = t + q;
+          const std::int32_t ij[2] = {static_cast<std::int32_t>(row_begin + tile / per_row),
+                                      static_cast<std::int32_t>(tile % per_row)};
+          std::memcpy(buffer.data() + q * stride, ij, sizeof ij);
+        }
+        const auto w = Clock::now();
+        writer->write(t, count, buffer.data());
+        write_s += since(w);
+      }
+      const auto f = Clock::now();
+      writer->finish();
+      const double finish_s = since(f);
+      const double all = comm.max(begin_s + write_s + finish_s);
+      const double out_bytes = static_cast<double>(comm.sum(writer->bytes_written()));
+      if (comm.is_root())
+        std::printf("write_bench %s %s ranks=%d threads=%d io=%s bytes=%.0f chunk=%lld begin=%.3f write=%.3f finish=%.3f "
+                    "total=%.3f GB/s=%.2f\n",
+                    target.c_str(), format.c_str(), comm.size(), threads,
+                    threads == 0 ? "pwrite" : std::getenv("BLOCKMM_IO") != nullptr ? std::getenv("BLOCKMM_IO") : "map", out_bytes,
+                    static_cast<long long>(chunk_bytes), begin_s, write_s, finish_s, all, out_bytes / all / 1e9);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "write_bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
