@@ -284,6 +284,16 @@ bool reserve_file_space(int fd, std::int64_t bytes, const std::string& shown, co
   }
 }
 
+bool on_tmpfs(int fd) {
+  struct statfs fs {};
+  return ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+bool write_threads_forced() {
+  const char* text = std::getenv("BLOCKMM_WRITE_THREADS");
+  return text != nullptr && *text != '\0';
+}
+
 std::unique_ptr<FileWriter> make_mapped_writer(int fd, std::int64_t size, int threads, const std::string& shown) {
   if (size <= 0) return nullptr;
   // Whether this file maps at all (a character device, a file system without mmap: no).

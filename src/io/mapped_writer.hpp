@@ -20,10 +20,16 @@ namespace blockmm::io {
 // min(rank_threads, 8) when that is at least kMinDefaultMapThreads, else 0: on the 2-core
 // development VM one pwrite stream wrote 1.6 GB into tmpfs at 2.3 GB/s (median of 5) and the map
 // at 1.5-1.6 with 1, 2 or 4 threads (a fresh page is cleared when first touched through a map,
-// never by pwrite); on the 16-core GPU node pwrite gave 2.4 GB/s and 8 mapped threads 5.3 (issue 16).
+// never by pwrite); on the 16-core H200 node, 2 GB into tmpfs: pwrite 2.3 GB/s, the map 2.7-2.9
+// with 4-16 threads (the issue's 5.3 was not reached), and to the local disk 1.9 against 1.3, so
+// by default the map serves binary output into tmpfs only (make_mapped_writer, make_product_writer).
 constexpr int kMaxWriteThreads = 64;
 constexpr int kMinDefaultMapThreads = 4;
 int output_writer_threads(int rank_threads);
+// Whether BLOCKMM_WRITE_THREADS asks for the map: then it is used on any file system and for
+// HDF5 too; by default only binary output into tmpfs is mapped (where it was measured faster).
+bool write_threads_forced();
+bool on_tmpfs(int fd);
 
 // Reserves bytes [0, bytes) of the regular file `fd` (Linux fallocate, mode 0: the size grows to
 // `bytes` when smaller; contents already there stay). Returns false where the file system cannot
