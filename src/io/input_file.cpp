@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/parallel_failure.hpp"
 #include "io/file_access.hpp"
 
 namespace blockmm::io {
@@ -37,6 +41,67 @@ class BinaryInputFile final : public InputFile {
 };
 
 }  // namespace
+
+void InputFile::read_keys(RecordRange range, std::int32_t* keys) {
+  // Whole records in pieces of about 16 MiB: one read per piece, the values dropped.
+  const std::int64_t stride = record_bytes<std::uint16_t>(header().m);
+  const std::int64_t per_piece = std::max<std::int64_t>(1, (std::int64_t{16} << 20) / stride);
+  LargeVector<std::byte> piece(static_cast<std::size_t>(std::min(per_piece, range.count) * stride));
+  for (std::int64_t done = 0; done < range.count;) {
+    const std::int64_t count = std::min(per_piece, range.count - done);
+    read_records_into({range.first + done, count}, piece.data());
+    for (std::int64_t q = 0; q < count; ++q) {
+      keys[2 * (done + q)] = record_row(piece.data() + q * stride);
+      keys[2 * (done + q) + 1] = record_col(piece.data() + q * stride);
+    }
+    done += count;
+  }
+}
+
+ListedRecordSource::ListedRecordSource(InputFile& file, std::vector<std::int64_t> numbers, InputRecords received)
+    : file_(file), numbers_(std::move(numbers)), received_(std::move(received)) {}
+
+void ListedRecordSource::read(std::int64_t first, std::int64_t count, std::byte* dest) const {
+  const std::int64_t stride = this->stride();
+  const std::int64_t listed = static_cast<std::int64_t>(numbers_.size());
+  const std::int64_t end = first + count;
+  for (std::int64_t q = first; q < std::min(end, listed);) {
+    std::int64_t run = 1;  // records q .. q + run - 1 lie one after the other in the file
+    while (q + run < std::min(end, listed) && numbers_[q + run] == numbers_[q] + run) ++run;
+    file_.read_records_into({numbers_[q], run}, dest + (q - first) * stride);
+    q += run;
+  }
+  if (end > listed) {
+    const std::int64_t from = std::max(first, listed);
+    std::memcpy(dest + (from - first) * stride, received_.record(from - listed),
+                static_cast<std::size_t>((end - from) * stride));
+  }
+}
+
+InputRecords ListedRecordSource::take() {
+  InputRecords out;
+  out.shape = shape();
+  const std::int64_t total = size();
+  out.bytes.resize(static_cast<std::size_t>(total * stride()));
+  // Pieces of about 4 MiB spread over the threads; one thread where the file's reads are not
+  // thread-safe (HDF5, MPI-IO).
+  const std::int64_t per_piece = std::max<std::int64_t>(1, (std::int64_t{4} << 20) / stride());
+  const std::int64_t pieces = (total + per_piece - 1) / per_piece;
+  const int threads = concurrent() && pieces > 1 ? omp_get_max_threads() : 1;
+  ParallelFailure failure;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (std::int64_t piece = 0; piece < pieces; ++piece) {
+    if (failure.failed()) continue;
+    failure.run([&] {
+      const std::int64_t first = piece * per_piece;
+      read(first, std::min(per_piece, total - first), out.bytes.data() + first * stride());
+    });
+  }
+  failure.rethrow_if_failed();
+  received_ = {};
+  numbers_.clear();
+  return out;
+}
 
 bool has_hdf5_signature(const std::string& path) {
   static const unsigned char signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
