@@ -58,8 +58,9 @@ class FileRecordSource final : public RecordSource {
 
 // Records of a file picked by number (ascending, no repeats), then records already in memory
 // (received from ranks of other nodes, of the file's shape). Ranks of one node take their records
-// this way from the shared page cache instead of through MPI. Runs of consecutive numbers are
-// read with one call each; take() reads with several threads where the file allows.
+// this way from the shared page cache instead of through MPI. Records close together (runs, and
+// gaps up to 16 KiB) are read with one call; take() reads with several threads where the file
+// allows. The numbers must ascend strictly (std::logic_error otherwise).
 class ListedRecordSource final : public RecordSource {
  public:
   ListedRecordSource(InputFile& file, std::vector<std::int64_t> numbers, InputRecords received);
