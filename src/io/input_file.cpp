@@ -33,6 +33,7 @@ class BinaryInputFile final : public InputFile {
     validate_record_indices(info_, dest, range.first, range.count);
   }
   bool concurrent_reads() const override { return reader_->concurrent(); }
+  bool readable_by_every_rank() const override { return true; }  // every rank opened the file
   std::string locate_duplicate(std::int32_t i, std::int32_t j) const override {
     return locate_duplicate_records(info_, i, j);
   }

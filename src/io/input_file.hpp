@@ -30,6 +30,11 @@ class InputFile {
     if (!records.bytes.empty()) std::memcpy(dest, records.bytes.data(), records.bytes.size());
   }
   virtual bool concurrent_reads() const { return false; }
+  // Whether any rank of a node may read any record of this object by its number, as from a
+  // file in the shared page cache: then ranks of one node send each other record numbers
+  // instead of records. No by default: an object holding only this rank's share (a relabelled
+  // share in memory, say) must have its records sent as bytes.
+  virtual bool readable_by_every_rank() const { return false; }
   // The block-row and block-column of records [range.first, range.first + range.count),
   // validated like read_records: keys[2q] = row, keys[2q + 1] = col. What the distribution needs
   // to place records without holding their values (read in bounded pieces).

@@ -96,6 +96,8 @@ PlacedRecords place_by_row(io::InputFile& file, io::RecordRange share, const Rec
   std::vector<std::int64_t> index_items(static_cast<std::size_t>(ranks), 0);
   LargeVector<std::byte> record_send;
   std::vector<std::int64_t> record_send_bytes(static_cast<std::size_t>(ranks), 0);
+  const bool readable = file.readable_by_every_rank();
+  const auto numbered = [&](int r) { return readable && comm.same_node(r); };
   agreed(comm, [&] {
     // The share's records ordered by destination (stably: ascending numbers within each).
     std::vector<std::int64_t> at(static_cast<std::size_t>(ranks) + 1, 0);
@@ -111,7 +113,7 @@ PlacedRecords place_by_row(io::InputFile& file, io::RecordRange share, const Rec
 
     std::int64_t records_across = 0;
     for (int r = 0; r < ranks; ++r) {
-      if (comm.same_node(r)) {
+      if (numbered(r)) {
         index_items[r] = at[r + 1] - at[r];
         for (std::int64_t e = at[r]; e < at[r + 1]; ++e) {
           const std::int64_t q = by_dest[e];
@@ -125,7 +127,7 @@ PlacedRecords place_by_row(io::InputFile& file, io::RecordRange share, const Rec
     record_send.resize(static_cast<std::size_t>(records_across * stride));
     std::int64_t filled = 0;
     for (int r = 0; r < ranks; ++r) {
-      if (comm.same_node(r)) continue;
+      if (numbered(r)) continue;
       std::vector<std::int64_t> numbers;
       numbers.reserve(static_cast<std::size_t>(at[r + 1] - at[r]));
       for (std::int64_t e = at[r]; e < at[r + 1]; ++e) numbers.push_back(share.first + by_dest[e]);
@@ -231,7 +233,7 @@ PlacedRecords fetch_rows(io::InputFile& file, const PlacedRecords& owned, const 
     std::vector<std::vector<std::int64_t>> reads(static_cast<std::size_t>(ranks)), copies(static_cast<std::size_t>(ranks));
     std::int64_t q = 0;
     for (int r = 0; r < ranks; ++r) {
-      const bool same = comm.same_node(r);
+      const bool same = file.readable_by_every_rank() && comm.same_node(r);
       const std::size_t numbers_before = number_send.size();
       for (std::int64_t end = q + asked_items[r]; q < end; ++q) {
         const std::int32_t i = wanted[q] - index.row_begin;

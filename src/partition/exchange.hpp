@@ -37,7 +37,8 @@ struct PlacedRecords {
 };
 
 // Collective. Sends each record of `share` (whose keys are `keys`) to the rank whose range
-// [bounds[r], bounds[r+1]) holds its block-row.
+// [bounds[r], bounds[r+1]) holds its block-row: by number to ranks of this node where the file
+// is readable_by_every_rank(), else as bytes.
 PlacedRecords place_by_row(io::InputFile& file, io::RecordRange share, const RecordKeys& keys,
                            const std::vector<std::int32_t>& bounds, const comm::Communicator& comm,
                            ExchangeCounters& counters);
@@ -58,6 +59,7 @@ RowIndex index_rows(const PlacedRecords& owned, std::int32_t row_begin, std::int
 // Collective. The B rows flagged in `needed` (a flag per block-row), from their owners (each
 // rank's `owned` and `index` for its rows [bounds[rank], bounds[rank+1])): numbers of the
 // records a rank of this node may read itself, bytes of the others. Keys are not kept.
+// `file` is the one `owned` was placed from.
 PlacedRecords fetch_rows(io::InputFile& file, const PlacedRecords& owned, const RowIndex& index,
                          const std::vector<char>& needed, const std::vector<std::int32_t>& bounds,
                          const comm::Communicator& comm, ExchangeCounters& counters);

@@ -1,6 +1,6 @@
 // partition::distribute() under a real mpiexec, for tests/partition/distribute_test.cpp:
 //
-//   distribute_probe A B
+//   distribute_probe A B [share-only]
 //
 // Every rank distributes A and B (binary or HDF5), takes its operands and checks them against
 // the one-rank view computed here from the whole files: its A records are exactly the files'
@@ -8,7 +8,9 @@
 // A records reference (compared as sorted multisets of whole records), and every rank agrees on
 // the ranges. It prints "rank R: ok a A b B rows LO HI records-within X records-between Y
 // index-within Z index-between W" (its ExchangeCounters), or "rank R: exit C: MESSAGE" when the
-// distribution threw (a duplicate), or "rank R: FAIL: WHAT".
+// distribution threw (a duplicate), or "rank R: FAIL: WHAT". With "share-only" each file is
+// seen through an object that serves only this rank's share and is not readable_by_every_rank()
+// (as a relabelled share in memory is): records must then travel as bytes, also within a node.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -36,6 +38,33 @@ std::vector<std::string> as_sorted(const InputRecords& records) {
 
 InputRecords whole_file(blockmm::io::InputFile& file) { return file.read_records({0, file.header().k}); }
 
+// Only this rank's share of `file`, refusing any other record (as partition/relabel's
+// relabelled shares do).
+class ShareOnly final : public blockmm::io::InputFile {
+ public:
+  ShareOnly(blockmm::io::InputFile& file, blockmm::io::RecordRange share) : file_(file), share_(share) {}
+  const std::string& path() const override { return file_.path(); }
+  const blockmm::FileHeader& header() const override { return file_.header(); }
+  std::string format_name() const override { return file_.format_name(); }
+  InputRecords read_records(blockmm::io::RecordRange range) override {
+    check(range);
+    return file_.read_records(range);
+  }
+  void read_records_into(blockmm::io::RecordRange range, std::byte* dest) override {
+    check(range);
+    file_.read_records_into(range, dest);
+  }
+  std::string locate_duplicate(std::int32_t i, std::int32_t j) const override { return file_.locate_duplicate(i, j); }
+
+ private:
+  void check(blockmm::io::RecordRange range) const {
+    if (range.first < share_.first || range.first + range.count > share_.first + share_.count)
+      throw blockmm::Error(blockmm::ExitCode::other, "records outside the share asked of a share-only file");
+  }
+  blockmm::io::InputFile& file_;
+  blockmm::io::RecordRange share_;
+};
+
 InputRecords rows_of(const InputRecords& all, const std::vector<char>& wanted) {
   InputRecords out;
   out.shape = all.shape;
@@ -50,8 +79,9 @@ InputRecords rows_of(const InputRecords& all, const std::vector<char>& wanted) {
 int main(int argc, char** argv) {
   blockmm::comm::Communicator comm(blockmm::comm::MpiMode::on, &argc, &argv);
   const int rank = comm.rank();
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: distribute_probe A B\n");
+  const bool share_only = argc == 4 && std::strcmp(argv[3], "share-only") == 0;
+  if (argc != 3 && !share_only) {
+    std::fprintf(stderr, "usage: distribute_probe A B [share-only]\n");
     return 64;
   }
   std::string failure;
@@ -61,7 +91,13 @@ int main(int argc, char** argv) {
       a_file = blockmm::io::open_input(argv[1], comm);
       b_file = blockmm::io::open_input(argv[2], comm);
     });
-    blockmm::partition::Distribution d = blockmm::partition::distribute(*a_file, *b_file, comm);
+    std::unique_ptr<blockmm::io::InputFile> a_share, b_share;
+    if (share_only) {
+      a_share = std::make_unique<ShareOnly>(*a_file, blockmm::io::record_share(a_file->header().k, rank, comm.size()));
+      b_share = std::make_unique<ShareOnly>(*b_file, blockmm::io::record_share(b_file->header().k, rank, comm.size()));
+    }
+    blockmm::partition::Distribution d = blockmm::partition::distribute(share_only ? *a_share : *a_file,
+                                                                        share_only ? *b_share : *b_file, comm);
     const InputRecords a_got = d.a->take();
     const InputRecords b_got = d.b->take();
 

@@ -21,11 +21,12 @@ struct RankReport {
   std::string line;
 };
 
-RunResult probe(int ranks, bool simulate, const std::string& a, const std::string& b) {
+RunResult probe(int ranks, bool simulate, const std::string& a, const std::string& b, bool share_only = false) {
   std::vector<std::string> argv{env_or("BLOCKMM_MPIEXEC", "mpiexec"), "-n", std::to_string(ranks)};
   std::istringstream flags(env_or("BLOCKMM_MPIEXEC_FLAGS"));
   for (std::string flag; flags >> flag;) argv.push_back(flag);
   argv.insert(argv.end(), {env_or("BLOCKMM_DISTRIBUTE_PROBE"), a, b});
+  if (share_only) argv.push_back("share-only");
   RunOptions options;
   options.timeout_seconds = 60;  // a deadlock shows as a time-out
   options.set_env = {simulate ? "BLOCKMM_SIMULATE_NODES=1" : "BLOCKMM_SIMULATE_NODES=0"};
@@ -119,6 +120,30 @@ TEST_F(Distribute, RandomBinaryInputsGiveEveryRankItsOneRankOperands) {
   const std::string a = put("a.bin", testing::random_blocks(medium, rng));
   const std::string b = put("b.bin", testing::random_blocks(medium, rng));
   expect_distributed(a, b, {2, 3, 4}, true);
+}
+
+// An input that only serves this rank's share (partition/relabel's relabelled shares in memory)
+// cannot be read by number from another rank: its records travel as bytes, also within a node,
+// and every rank still gets its one-rank operands.
+TEST_F(Distribute, ShareOnlyInputsTravelAsBytesWithinTheNode) {
+  std::mt19937_64 rng(1717);
+  testing::RandomSpec spec;
+  spec.n = 600;
+  spec.m = 3;
+  spec.density = 0.05;
+  const std::string a = put("a.bin", testing::random_blocks(spec, rng));
+  const std::string b = put("b.bin", testing::random_blocks(spec, rng));
+  for (int ranks : {2, 3}) {
+    for (bool simulate : {false, true}) {
+      SCOPED_TRACE("mpiexec -n " + std::to_string(ranks) + (simulate ? " simulated nodes" : ""));
+      const RunResult run = probe(ranks, simulate, a, b, true);
+      ASSERT_EQ(run.exit_code, 0) << run.describe();
+      const std::vector<RankReport> rs = reports(run, ranks);
+      for (const RankReport& r : rs) ASSERT_TRUE(r.ok) << r.line << "\n" << run.describe();
+      EXPECT_GT(total(rs, simulate ? "records-between" : "records-within"), 0) << run.out;
+      EXPECT_EQ(total(rs, simulate ? "records-within" : "records-between"), 0) << run.out;
+    }
+  }
 }
 
 TEST_F(Distribute, BlockOrderOneAndEmptyOperand) {
