@@ -2,6 +2,7 @@
 # Issue 21's cpu cases on the GPU machine's cores: one plain run and mpirun -np 1 / -np 2
 # (Open MPI's default binding and --bind-to none), REPS runs each, output to /dev/null. Prints
 # wall, numeric phase and useful GMAC/s a core (useful multiply-adds / numeric / all threads).
+# (mpirun reads stdin: it gets /dev/null, or it would eat the list of cases.)
 #   bench/device/cpu_cases.sh [REPS]      (after gpu_session.sh build)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,7 +25,7 @@ while read -r name n m k sa sb; do
     fi
     for rep in $(seq 1 "$reps"); do
       start=$(date +%s%N)
-      "${launch[@]}" "$exe" --backend cpu -q --stats=json $data/$name.A.bin $data/$name.B.bin /dev/null > /tmp/cpu.json 2> /tmp/cpu.err ||
+      "${launch[@]}" "$exe" --backend cpu -q --stats=json $data/$name.A.bin $data/$name.B.bin /dev/null < /dev/null > /tmp/cpu.json 2> /tmp/cpu.err ||
         { echo "$name $how FAILED: $(tail -2 /tmp/cpu.err)"; continue; }
       end=$(date +%s%N)
       python3 - "$name (n=$n m=$m k=$k) $how" "$(( (end - start) / 1000000 ))" /tmp/cpu.json <<'PY'
