@@ -14,6 +14,10 @@ class RecordSink {
   // Tiles [first_tile, first_tile + count) of this panel (numbered as in its TilePattern),
   // laid out as output records. Called with ascending, gap-free ranges.
   virtual void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) = 0;
+  // Whether write() must be called on the thread that runs the backend's numeric phase (an MPI-IO
+  // file where MPI granted less than MPI_THREAD_SERIALIZED); otherwise a backend may write from
+  // a helper thread of its own, beside the compute, one call at a time.
+  virtual bool writes_on_calling_thread() const { return false; }
 };
 
 }  // namespace blockmm

@@ -1,7 +1,9 @@
 // In-process single-rank product through the real partition and kernel code, for unit tests.
 #pragma once
 
+#include <set>
 #include <string>
+#include <thread>
 
 #include "core/block_matrix.hpp"
 #include "kernels/backend.hpp"
@@ -14,13 +16,16 @@ struct ProductRun {
   OutputRecords output;  // records in the order the backend emitted them
   std::int64_t chunks = 0;
   std::string device;  // the backend's description of where it ran (NumericReport::device)
+  std::set<std::thread::id> writer_threads;  // the threads that called the sink's write()
 };
 
 // C = A x B on one rank with `kind`; chunk_bytes small values force many chunks.
 // `cuda` pins the choices the cuda backend would otherwise make (dense path, encoding, build).
+// `sink_on_calling_thread`: the sink says it must be written from the calling thread (as an MPI-IO
+// file does where MPI did not grant MPI_THREAD_SERIALIZED).
 ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::BackendKind kind,
                     std::int64_t chunk_bytes = std::int64_t{256} << 20, std::int64_t device_budget = 0,
-                    const kernels::CudaChoices& cuda = {});
+                    const kernels::CudaChoices& cuda = {}, bool sink_on_calling_thread = false);
 
 // True if records are sorted by (i, j) with no repeats.
 bool sorted_unique(const OutputRecords& records);

@@ -115,3 +115,34 @@ INSTANTIATE_TEST_SUITE_P(Backends, EveryBackend, ::testing::Values(BackendKind::
 
 }  // namespace
 }  // namespace blockmm::testing
+
+namespace blockmm::testing {
+namespace {
+
+// A sink that must be written from the calling thread (an MPI-IO file without
+// MPI_THREAD_SERIALIZED) gets every chunk there, from every host backend, and the same bytes; the
+// cpu backend otherwise writes chunk c - 1 on a helper thread while it computes chunk c.
+TEST(SinkThreads, ASinkThatNeedsTheCallingThreadGetsEveryChunkThere) {
+  std::mt19937_64 rng(1717);
+  RandomSpec spec;
+  spec.n = 480;
+  spec.m = 4;
+  spec.density = 0.3;
+  spec.max_value = 65535;
+  const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+  const ProductRun expected = multiply(a, b, BackendKind::reference);
+  ASSERT_GT(expected.output.size(), 1000);
+  for (const BackendKind kind : {BackendKind::cpu, BackendKind::reference}) {
+    SCOPED_TRACE(kernels::to_string(kind));
+    const std::int64_t chunk = 4096;  // many chunks
+    const ProductRun pinned = multiply(a, b, kind, chunk, 0, {}, true);
+    if (kind == BackendKind::cpu) EXPECT_GT(pinned.chunks, 5);  // the reference backend writes once
+    EXPECT_EQ(pinned.writer_threads, std::set<std::thread::id>{std::this_thread::get_id()});
+    EXPECT_TRUE(pinned.output.bytes == expected.output.bytes);
+    const ProductRun free = multiply(a, b, kind, chunk, 0, {}, false);
+    EXPECT_TRUE(free.output.bytes == expected.output.bytes);
+  }
+}
+
+}  // namespace
+}  // namespace blockmm::testing

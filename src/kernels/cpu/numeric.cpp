@@ -166,11 +166,15 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
     }
 
     if (pending_write.valid()) report.sink_seconds += pending_write.get();
-    pending_write = std::async(std::launch::async, [&sink, &buffer, t0, count] {
+    const auto write_chunk = [&sink, &buffer, t0, count] {
       const auto write_start = Clock::now();
       sink.write(t0, count, buffer.data());
       return seconds_since(write_start);
-    });
+    };
+    if (sink.writes_on_calling_thread())
+      report.sink_seconds += write_chunk();
+    else
+      pending_write = std::async(std::launch::async, write_chunk);
     ++report.chunks;
     if (options.progress) options.progress(t1);
     t0 = t1;
