@@ -61,10 +61,11 @@ kernels::BackendConfig::WorkEstimate estimated_rank_work(MatrixShape shape, std:
   estimate.n = shape.n;
   estimate.m = shape.m;
   const std::int32_t p = std::max(1, shape.block_rows());
-  estimate.rows = static_cast<std::int32_t>((std::int64_t{p} + std::max(1, ranks) - 1) / std::max(1, ranks));
-  const double products = static_cast<double>(a_blocks) * static_cast<double>(b_blocks) / p / std::max(1, ranks);
+  const int share = std::max(1, ranks);
+  estimate.rows = static_cast<std::int32_t>((std::int64_t{p} + share - 1) / share);
+  const double products = static_cast<double>(a_blocks) * static_cast<double>(b_blocks) / p / share;
   estimate.block_products = products >= 9.0e18 ? INT64_MAX : static_cast<std::int64_t>(products);
-  estimate.input_blocks = (a_blocks + b_blocks) / std::max(1, ranks);
+  estimate.input_blocks = (a_blocks + b_blocks) / share;
   return estimate;
 }
 
@@ -93,7 +94,7 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
   const std::string advice = "; use --backend cpu, or --backend auto to take the GPU only when one is usable";
   if (!BLOCKMM_BUILD_CUDA) throw ResourceError("--backend cuda: no usable GPU, this blockmm was built without CUDA" + advice);
   try {
-    const int devices = kernels::cuda_device_available() ? kernels::cuda_device_count() : 0;
+    const int devices = kernels::cuda_device_count();
     if (devices <= 0) throw ResourceError("no CUDA device is visible");
     config.device = device_for(comm, devices);
     config.device_sharers =

@@ -230,7 +230,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   // decision on every rank: it follows the options and the headers).
   int gpu_sharers = 0;
   if (cuda_warm_up.valid()) {
-    cuda_warm_up.wait();
+    comm.run_phase([&] { cuda_warm_up.wait(); });
     if (comm.size() > 1) gpu_sharers = count_gpu_sharers(comm);
   }
   comm.run_phase([&] {

@@ -292,15 +292,8 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     BLOCKMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     device_name_ = std::string("GPU ") + std::to_string(device_) + " (" + prop.name + ")";
-    if (config.estimate.block_products > 0) {
-      cuda::DenseProblem probe;
-      probe.n = config.estimate.n;
-      probe.m = config.estimate.m;
-      probe.rows = config.estimate.rows;
-      probe.tiles = 1;
-      probe.block_products = config.estimate.block_products;
-      preload_cublas_if_dense(probe);
-    }
+    if (config.estimate.block_products > 0)
+      preload_cublas_if_dense(config.estimate.n, config.estimate.m, config.estimate.rows, config.estimate.block_products);
   }
 
   std::string name() const override { return "cuda"; }
@@ -341,14 +334,7 @@ class CudaBackend final : public Backend {
     Stream stream;
     const cuda::DeviceOperand& a_operand = device_operand(a);
     const std::int64_t products = cuda::device_block_products(a_operand, device_operand(b), stream.get());
-    // The dense path's choice needs only these counts (and a non-empty product).
-    cuda::DenseProblem probe;
-    probe.n = a_operand.shape.n;
-    probe.m = a_operand.shape.m;
-    probe.rows = a_operand.rows_held();
-    probe.tiles = 1;
-    probe.block_products = products;
-    preload_cublas_if_dense(probe);
+    preload_cublas_if_dense(a_operand.shape.n, a_operand.shape.m, a_operand.rows_held(), products);
     return products;
   }
 
@@ -605,8 +591,15 @@ class CudaBackend final : public Backend {
 
   // When the dense path will (likely) run, cuBLAS (0.06-0.08 s to load on the H100 machine)
   // loads on a thread of its own, beside the build or the symbolic phase, not inside the numeric
-  // phase. Once per backend; the future's destructor waits for a load in flight.
-  void preload_cublas_if_dense(const cuda::DenseProblem& probe) {
+  // phase. The dense path's choice needs only these counts (and a non-empty product). Once per
+  // backend; the future's destructor waits for a load in flight.
+  void preload_cublas_if_dense(std::int64_t n, std::int32_t m, std::int32_t rows, std::int64_t block_products) {
+    cuda::DenseProblem probe;
+    probe.n = n;
+    probe.m = m;
+    probe.rows = rows;
+    probe.tiles = 1;
+    probe.block_products = block_products;
     if (cublas_preload_.valid() || !cuda::dense_path_pays(probe, choices_)) return;
     cublas_preload_ = std::async(std::launch::async, [] {
       try {

@@ -475,8 +475,12 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
       const auto n = static_cast<std::int32_t>(i1 - i0);
       DeviceArray<u64> bits(static_cast<std::size_t>(n * words));
       DeviceArray<std::int64_t> counts(static_cast<std::size_t>(n));
+      // The launch's list (segments or rows) stays alive, here and on the device, until the
+      // download below has waited for the stream.
+      std::vector<HeavySegment> segments;
+      DeviceArray<HeavySegment> d_segments;
+      DeviceArray<std::int32_t> d_rows;
       if (long_rows) {
-        std::vector<HeavySegment> segments;
         for (std::int32_t i = 0; i < n; ++i) {
           const std::int32_t r = heavy_rows[i0 + static_cast<std::size_t>(i)];
           for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; e += kSegment)
@@ -484,20 +488,17 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
                                 static_cast<std::int32_t>(std::min<std::int64_t>(e + kSegment, a.row_ptr[r + 1]))});
         }
         zero(bits, stream);
-        DeviceArray<HeavySegment> d_segments = upload(segments.data(), static_cast<std::int64_t>(segments.size()), stream);
+        d_segments = upload(segments.data(), static_cast<std::int64_t>(segments.size()), stream);
         heavy_row_segments<<<static_cast<unsigned int>(segments.size()), kThreads, 0, stream>>>(
             ops, d_segments.get(), words, b_columns.get(), bits.get());
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
         bitset_counts<kThreads><<<static_cast<unsigned int>(n), kThreads, 0, stream>>>(bits.get(), words, counts.get());
-        BLOCKMM_CUDA_CHECK(cudaGetLastError());
-        BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // d_segments is freed at the end of this scope
       } else {
-        DeviceArray<std::int32_t> d_rows = upload(heavy_rows.data() + i0, n, stream);
+        d_rows = upload(heavy_rows.data() + i0, n, stream);
         heavy_row_bitsets<kThreads><<<static_cast<unsigned int>(n), kThreads, use_shared ? shared_bytes : 0, stream>>>(
             ops, d_rows.get(), words, b_columns.get(), use_shared, bits.get(), counts.get());
-        BLOCKMM_CUDA_CHECK(cudaGetLastError());
-        BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
       }
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
       const std::vector<std::int64_t> batch_counts = download(counts.get(), n, stream);
       std::vector<std::int64_t> offset(static_cast<std::size_t>(n));
       std::int64_t batch_total = 0;
