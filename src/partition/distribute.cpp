@@ -21,6 +21,54 @@ class Lap {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
+// Every rank on one node, both files readable by each: each rank reads the keys of its share
+// (for the work estimate), then takes its A rows and the B rows it needs from the files itself,
+// in one scan of each. Nothing but per-row counts crosses between ranks.
+Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
+                                    Distribution d) {
+  const std::int32_t p = a_file.header().shape().block_rows();
+  Lap lap;
+  RecordKeys a_keys, b_keys;
+  comm.run_phase([&] {
+    const io::RecordRange a_share = io::record_share(a_file.header().k, comm.rank(), comm.size());
+    const io::RecordRange b_share = io::record_share(b_file.header().k, comm.rank(), comm.size());
+    a_keys.resize(static_cast<std::size_t>(2 * a_share.count));
+    b_keys.resize(static_cast<std::size_t>(2 * b_share.count));
+    a_file.read_keys(a_share, a_keys.data());
+    b_file.read_keys(b_share, b_keys.data());
+  });
+  d.read_seconds = lap();
+  GroupedRecords a_rows, b_rows;
+  std::vector<char> owned(static_cast<std::size_t>(p), 0), needed;
+  comm.run_phase([&] {
+    const std::vector<std::int64_t> a_counts = global_row_counts(a_keys, p, comm);
+    const std::vector<std::int64_t> b_counts = global_row_counts(b_keys, p, comm);
+    d.bounds = balanced_ranges(global_row_work(a_keys, b_counts, comm), comm.size());
+    a_keys = {};
+    b_keys = {};
+    const std::int32_t lo = d.bounds[comm.rank()], hi = d.bounds[comm.rank() + 1];
+    std::fill(owned.begin() + lo, owned.begin() + hi, 1);
+    a_rows = gather_rows(a_file, owned, a_counts);
+    // The B rows this rank's A blocks reference, and its own rows (their duplicates are its to find).
+    needed = referenced_columns(a_rows.records, p);
+    std::vector<char> wanted(needed);
+    std::fill(wanted.begin() + lo, wanted.begin() + hi, 1);
+    b_rows = gather_rows(b_file, wanted, b_counts);
+  });
+  d.exchange_seconds = lap();
+  const std::int32_t lo = d.bounds[comm.rank()], hi = d.bounds[comm.rank() + 1];
+  d.a_spec.row_begin = lo;
+  d.a_spec.row_end = hi;
+  comm.run_phase([&] {
+    check_duplicates(b_rows, lo, hi, d.b_spec.duplicate_message);
+    b_rows = keep_rows(std::move(b_rows), needed);
+  });
+  d.build_seconds = lap();
+  d.a = std::make_unique<MemoryRecordSource>(std::move(a_rows.records));
+  d.b = std::make_unique<MemoryRecordSource>(std::move(b_rows.records));
+  return d;
+}
+
 }  // namespace
 
 DuplicateMessage duplicate_message(const io::InputFile& file) {
@@ -43,6 +91,9 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
     d.b = std::make_unique<io::FileRecordSource>(b_file, io::RecordRange{0, b_file.header().k});
     return d;
   }
+
+  if (comm.nodes() == 1 && a_file.readable_by_every_rank() && b_file.readable_by_every_rank())
+    return distribute_within_node(a_file, b_file, comm, std::move(d));
 
   // Each rank reads the keys of its share of both files (not the values: those are read where
   // they are used), then balanced contiguous block-row ranges by work.

@@ -64,4 +64,31 @@ PlacedRecords fetch_rows(io::InputFile& file, const PlacedRecords& owned, const 
                          const std::vector<char>& needed, const std::vector<std::int32_t>& bounds,
                          const comm::Communicator& comm, ExchangeCounters& counters);
 
+// Ranks that all share one node (and files every rank can read) move no record and no record
+// number between them: each takes the records it needs from the files itself, in one filtered
+// scan by its threads. Records ordered by block-row, then block-column (as the operand build
+// orders them, so that it finds them sorted): row i's blocks at [row_start[i], row_start[i + 1]).
+struct GroupedRecords {
+  InputRecords records;
+  std::vector<std::int64_t> row_start;  // block_rows + 1
+};
+
+// The records of `file` whose block-row is flagged in `wanted` (a flag per block-row): the
+// whole file read once, in pieces, by the rank's threads (one where the file's reads are not
+// thread-safe). `row_counts`: the file's blocks per block-row (from the keys of every share); a
+// file that disagrees with them throws.
+GroupedRecords gather_rows(io::InputFile& file, const std::vector<char>& wanted,
+                           const std::vector<std::int64_t>& row_counts);
+
+// Throws InputError(duplicate_message(i, j)) for the largest (i, j) with i in [row_begin, row_end)
+// that occurs twice in `grouped`, as index_rows does.
+void check_duplicates(const GroupedRecords& grouped, std::int32_t row_begin, std::int32_t row_end,
+                      const DuplicateMessage& duplicate_message);
+
+// `grouped` without the rows not flagged in `keep`.
+GroupedRecords keep_rows(GroupedRecords grouped, const std::vector<char>& keep);
+
+// A flag per block-row: the block-columns that `records` reference.
+std::vector<char> referenced_columns(const InputRecords& records, std::int32_t block_rows);
+
 }  // namespace blockmm::partition
