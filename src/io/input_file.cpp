@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
-#include <mutex>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 
 #include "core/error.hpp"

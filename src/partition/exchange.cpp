@@ -323,7 +323,7 @@ GroupedRecords gather_rows(io::InputFile& file, const std::vector<char>& wanted,
   // are rows, more than the caches hold (D4: 2.5x the time of writing them in order). So two
   // steps: first into bins of consecutive rows (few enough that a thread's staging buffer of
   // each stays in its cache, written out a run of records at a time), then each bin, now a few
-  // MiB, by row.
+  // MiB, in (row, column) order.
   const std::int64_t run = std::max<std::int64_t>(1, 1024 / stride);  // records staged per bin
   const std::int64_t max_bins = std::max<std::int64_t>(1, (std::int64_t{128} << 10) / (run * stride));
   const std::int64_t bins_wanted =
@@ -416,7 +416,8 @@ GroupedRecords gather_rows(io::InputFile& file, const std::vector<char>& wanted,
         const std::int32_t r0 = bin_rows[b], r1 = bin_rows[b + 1];
         const std::int64_t b0 = out.row_start[r0], n = out.row_start[r1] - b0;
         if (n == 0) return;
-        if (n > std::int64_t{UINT32_MAX}) throw Error(ExitCode::resource, "more than 2^32 blocks in one block-row");
+        if (n > std::int64_t{UINT32_MAX})  // a key keeps a record's place in 32 bits
+          throw Error(ExitCode::resource, "more than 2^31 - 1 blocks on one rank; use more ranks");
         copy.resize(static_cast<std::size_t>(n * stride));
         std::memcpy(copy.data(), dest + b0 * stride, copy.size());
         keys.resize(static_cast<std::size_t>(n));
@@ -446,7 +447,6 @@ GroupedRecords gather_rows(io::InputFile& file, const std::vector<char>& wanted,
   failure.rethrow_if_failed();
   return out;
 }
-
 
 void check_duplicates(const GroupedRecords& grouped, std::int32_t row_begin, std::int32_t row_end,
                       const DuplicateMessage& duplicate_message) {
