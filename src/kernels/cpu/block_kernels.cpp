@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/block_mac.hpp"
+#include "kernels/cpu/byte_planes.hpp"
 
 namespace blockmm::kernels::cpu {
 namespace {
@@ -32,7 +33,8 @@ bool cpu_has(SimdLevel level) {
                       __builtin_cpu_supports("avx512vl");
   switch (level) {
     case SimdLevel::portable: return true;
-    case SimdLevel::avx2: return __builtin_cpu_supports("avx2");
+    case SimdLevel::avx2:
+    case SimdLevel::avx2_planes: return __builtin_cpu_supports("avx2");
     case SimdLevel::avx512: return avx512;
     case SimdLevel::avx512_ifma: return avx512 && __builtin_cpu_supports("avx512ifma");
   }
@@ -60,6 +62,7 @@ std::string to_string(SimdLevel level) {
   switch (level) {
     case SimdLevel::portable: return "portable";
     case SimdLevel::avx2: return "avx2";
+    case SimdLevel::avx2_planes: return "avx2-planes";
     case SimdLevel::avx512: return "avx512";
     case SimdLevel::avx512_ifma: return "avx512-ifma";
   }
@@ -70,7 +73,7 @@ bool simd_level_available(SimdLevel level) { return cpu_has(level); }
 
 SimdLevel best_simd_level() {
   static const SimdLevel best = [] {
-    for (SimdLevel level : {SimdLevel::avx512_ifma, SimdLevel::avx512, SimdLevel::avx2})
+    for (SimdLevel level : {SimdLevel::avx512_ifma, SimdLevel::avx512, SimdLevel::avx2_planes})
       if (cpu_has(level)) return level;
     return SimdLevel::portable;
   }();
@@ -85,6 +88,8 @@ BlockRowKernel block_row_kernel(SimdLevel level, std::int32_t m) {
 #if defined(BLOCKMM_X86_KERNELS)
   switch (level) {
     case SimdLevel::avx2: return avx2_block_row_kernel(m);
+    case SimdLevel::avx2_planes:
+      return m <= planes::kMaxBlock ? avx2_planes_block_row_kernel(m) : avx2_block_row_kernel(m);
     case SimdLevel::avx512: return avx512_block_row_kernel(m);
     case SimdLevel::avx512_ifma: return avx512_ifma_block_row_kernel(m);
     case SimdLevel::portable: break;

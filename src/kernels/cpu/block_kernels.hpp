@@ -1,7 +1,8 @@
 // The cpu numeric phase's inner kernel: one A block times the blocks of one B row, each
 // product added with saturation into the accumulator of its output tile. One implementation
-// per instruction-set level (portable C++, AVX2, AVX-512, AVX-512 IFMA), chosen at run time;
-// the level is an explicit parameter so that tests can run every level the CPU supports.
+// per instruction-set level (portable C++, AVX2 widened or in byte planes, AVX-512, AVX-512
+// IFMA), chosen at run time; the level is an explicit parameter so that tests and the kernel
+// bench can run every level the CPU supports.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,12 @@
 
 namespace blockmm::kernels::cpu {
 
-enum class SimdLevel { portable, avx2, avx512, avx512_ifma };
+// avx2_planes is the byte-plane form (byte_planes.hpp) on AVX2; it runs the widened avx2 kernel
+// where it does not apply (m = 1, m > planes::kMaxBlock).
+enum class SimdLevel { portable, avx2, avx2_planes, avx512, avx512_ifma };
 
-inline constexpr SimdLevel kAllSimdLevels[] = {SimdLevel::portable, SimdLevel::avx2, SimdLevel::avx512,
-                                               SimdLevel::avx512_ifma};
+inline constexpr SimdLevel kAllSimdLevels[] = {SimdLevel::portable, SimdLevel::avx2, SimdLevel::avx2_planes,
+                                               SimdLevel::avx512, SimdLevel::avx512_ifma};
 
 std::string to_string(SimdLevel level);
 
