@@ -31,5 +31,7 @@ BlockRowKernel avx2_block_row_kernel(std::int32_t m);
 BlockRowKernel avx2_planes_block_row_kernel(std::int32_t m);  // 2 <= m <= planes::kMaxBlock
 BlockRowKernel avx512_block_row_kernel(std::int32_t m);
 BlockRowKernel avx512_ifma_block_row_kernel(std::int32_t m);
+BlockRowKernel avx512_planes_block_row_kernel(std::int32_t m);  // 2 <= m <= planes::kMaxBlock
+BlockRowKernel avx512_vnni_block_row_kernel(std::int32_t m);    // 2 <= m <= planes::kMaxBlock
 
 }  // namespace blockmm::kernels::cpu
