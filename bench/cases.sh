@@ -11,13 +11,15 @@ G1 16384 8 4194304
 E1 1048576 1 10485760
 E2 2097152 2 2621440
 "
-# Scaled-down cases for a CPU-only machine.
+# Scaled-down cases for a CPU-only machine; C8 and C4 are issue 21's cpu cases (the DBCSR comparison).
 BLOCKMM_SMALL_CASES="
 S1 32768 8 16800
 S2 32768 4 65300
 D1s 32768 4 300000
 G1s 2048 8 65536
 E1s 131072 1 1310720
+C8 8192 8 200000
+C4 16384 4 400000
 "
 
 # make_case DIR NAME N M K THREADS: writes DIR/NAME.A.bin and DIR/NAME.B.bin once.

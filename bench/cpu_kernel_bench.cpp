@@ -3,7 +3,8 @@
 // sink that discards the records (no output I/O), and reports per level the wall time, the
 // process CPU time of the phase and the useful GMAC/s per core, both by wall time x threads
 // and by CPU time (the latter is what a core delivers while it runs, on a machine shared with
-// other work).  Usage: cpu_kernel_bench A.bin B.bin [repeats]   (threads: OMP_NUM_THREADS)
+// other work).  Usage: cpu_kernel_bench A.bin B.bin [repeats [level ...]]   (threads: OMP_NUM_THREADS;
+// levels by name, e.g. avx2 avx2-planes: only those, in the order given, alternating per repeat)
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/block_kernels.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
@@ -50,7 +52,7 @@ double cpu_seconds() {
 int main(int argc, char** argv) {
   using namespace blockmm;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: cpu_kernel_bench A.bin B.bin [repeats]\n");
+    std::fprintf(stderr, "usage: cpu_kernel_bench A.bin B.bin [repeats [level ...]]\n");
     return 2;
   }
   try {
@@ -68,22 +70,40 @@ int main(int argc, char** argv) {
     const int threads = omp_get_max_threads();
     std::printf("n=%d m=%d tiles=%lld useful_macs=%.4g threads=%d\n", a.shape.n, a.shape.m,
                 static_cast<long long>(pattern.tiles()), macs, threads);
-    for (kernels::cpu::SimdLevel level : kernels::cpu::kAllSimdLevels) {
-      if (!kernels::cpu::simd_level_available(level)) {
-        std::printf("%-12s not available here\n", kernels::cpu::to_string(level).c_str());
-        continue;
-      }
-      for (int rep = 0; rep < repeats; ++rep) {
-        DiscardSink sink;
-        const double cpu0 = cpu_seconds();
-        const auto t0 = std::chrono::steady_clock::now();
-        const kernels::NumericReport report = kernels::cpu_numeric_at_level(level, ops, pattern, sink, {});
-        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double cpu = cpu_seconds() - cpu0;
-        std::printf("%-12s wall %.3f s  cpu %.3f s  GMAC/s per core: %.2f (wall x threads), %.2f (cpu time)\n",
-                    kernels::cpu::to_string(level).c_str(), wall, cpu, macs / wall / threads / 1e9, macs / cpu / 1e9);
-        (void)report;
-      }
+    std::vector<kernels::cpu::SimdLevel> levels;
+    for (int q = 4; q < argc; ++q) {
+      bool known = false;
+      for (kernels::cpu::SimdLevel level : kernels::cpu::kAllSimdLevels)
+        if (kernels::cpu::to_string(level) == argv[q]) {
+          levels.push_back(level);
+          known = true;
+        }
+      if (!known) throw std::runtime_error(std::string("unknown level ") + argv[q]);
+    }
+    // All levels one after another by default; named levels alternate, a round of each per repeat.
+    const bool alternate = !levels.empty();
+    if (levels.empty()) levels.assign(std::begin(kernels::cpu::kAllSimdLevels), std::end(kernels::cpu::kAllSimdLevels));
+    auto run_once = [&](kernels::cpu::SimdLevel level) {
+      DiscardSink sink;
+      const double cpu0 = cpu_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      const kernels::NumericReport report = kernels::cpu_numeric_at_level(level, ops, pattern, sink, {});
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double cpu = cpu_seconds() - cpu0;
+      std::printf("%-12s wall %.3f s  cpu %.3f s  GMAC/s per core: %.2f (wall x threads), %.2f (cpu time)\n",
+                  kernels::cpu::to_string(level).c_str(), wall, cpu, macs / wall / threads / 1e9, macs / cpu / 1e9);
+      (void)report;
+    };
+    for (kernels::cpu::SimdLevel level : levels)
+      if (!kernels::cpu::simd_level_available(level)) std::printf("%-12s not available here\n", kernels::cpu::to_string(level).c_str());
+    if (alternate) {
+      for (int rep = 0; rep < repeats; ++rep)
+        for (kernels::cpu::SimdLevel level : levels)
+          if (kernels::cpu::simd_level_available(level)) run_once(level);
+    } else {
+      for (kernels::cpu::SimdLevel level : levels)
+        if (kernels::cpu::simd_level_available(level))
+          for (int rep = 0; rep < repeats; ++rep) run_once(level);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cpu_kernel_bench: error: %s\n", e.what());

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/block_mac.hpp"
+#include "kernels/cpu/byte_planes.hpp"
 
 namespace blockmm::kernels::cpu {
 namespace {
@@ -32,9 +33,12 @@ bool cpu_has(SimdLevel level) {
                       __builtin_cpu_supports("avx512vl");
   switch (level) {
     case SimdLevel::portable: return true;
-    case SimdLevel::avx2: return __builtin_cpu_supports("avx2");
+    case SimdLevel::avx2:
+    case SimdLevel::avx2_planes: return __builtin_cpu_supports("avx2");
     case SimdLevel::avx512: return avx512;
     case SimdLevel::avx512_ifma: return avx512 && __builtin_cpu_supports("avx512ifma");
+    case SimdLevel::avx512_planes: return avx512;
+    case SimdLevel::avx512_vnni: return avx512 && __builtin_cpu_supports("avx512vnni");
   }
   return false;
 #else
@@ -60,8 +64,11 @@ std::string to_string(SimdLevel level) {
   switch (level) {
     case SimdLevel::portable: return "portable";
     case SimdLevel::avx2: return "avx2";
+    case SimdLevel::avx2_planes: return "avx2-planes";
     case SimdLevel::avx512: return "avx512";
     case SimdLevel::avx512_ifma: return "avx512-ifma";
+    case SimdLevel::avx512_planes: return "avx512-planes";
+    case SimdLevel::avx512_vnni: return "avx512-vnni";
   }
   return "unknown";
 }
@@ -70,7 +77,10 @@ bool simd_level_available(SimdLevel level) { return cpu_has(level); }
 
 SimdLevel best_simd_level() {
   static const SimdLevel best = [] {
-    for (SimdLevel level : {SimdLevel::avx512_ifma, SimdLevel::avx512, SimdLevel::avx2})
+    // Measured order (bench/NOTES.md item 12): the byte planes beat the widened form on every
+    // instruction set, VNNI's fused multiply-add beats vpmaddwd + vpaddd.
+    for (SimdLevel level : {SimdLevel::avx512_vnni, SimdLevel::avx512_planes, SimdLevel::avx512_ifma,
+                            SimdLevel::avx512, SimdLevel::avx2_planes})
       if (cpu_has(level)) return level;
     return SimdLevel::portable;
   }();
@@ -85,8 +95,14 @@ BlockRowKernel block_row_kernel(SimdLevel level, std::int32_t m) {
 #if defined(BLOCKMM_X86_KERNELS)
   switch (level) {
     case SimdLevel::avx2: return avx2_block_row_kernel(m);
+    case SimdLevel::avx2_planes:
+      return m <= planes::kMaxBlock ? avx2_planes_block_row_kernel(m) : avx2_block_row_kernel(m);
     case SimdLevel::avx512: return avx512_block_row_kernel(m);
     case SimdLevel::avx512_ifma: return avx512_ifma_block_row_kernel(m);
+    case SimdLevel::avx512_planes:
+      return m <= planes::kMaxBlock ? avx512_planes_block_row_kernel(m) : avx512_block_row_kernel(m);
+    case SimdLevel::avx512_vnni:
+      return m <= planes::kMaxBlock ? avx512_vnni_block_row_kernel(m) : avx512_block_row_kernel(m);
     case SimdLevel::portable: break;
   }
 #endif

@@ -1,7 +1,8 @@
 // The cpu numeric phase's inner kernel: one A block times the blocks of one B row, each
 // product added with saturation into the accumulator of its output tile. One implementation
-// per instruction-set level (portable C++, AVX2, AVX-512, AVX-512 IFMA), chosen at run time;
-// the level is an explicit parameter so that tests can run every level the CPU supports.
+// per instruction-set level (portable C++; AVX2, AVX-512 and AVX-512 IFMA widened to 64 bits;
+// AVX2, AVX-512 and AVX-512 VNNI in byte planes), chosen at run time; the level is an explicit
+// parameter so that tests and the kernel bench can run every level the CPU supports.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,14 @@
 
 namespace blockmm::kernels::cpu {
 
-enum class SimdLevel { portable, avx2, avx512, avx512_ifma };
+// The *_planes levels and avx512_vnni are the byte-plane form (byte_planes.hpp); where it does
+// not apply (m = 1, m > planes::kMaxBlock) they run the widened kernel of their instruction set.
+enum class SimdLevel { portable, avx2, avx2_planes, avx512, avx512_ifma, avx512_planes, avx512_vnni };
 
-inline constexpr SimdLevel kAllSimdLevels[] = {SimdLevel::portable, SimdLevel::avx2, SimdLevel::avx512,
-                                               SimdLevel::avx512_ifma};
+inline constexpr SimdLevel kAllSimdLevels[] = {SimdLevel::portable,      SimdLevel::avx2,
+                                               SimdLevel::avx2_planes,   SimdLevel::avx512,
+                                               SimdLevel::avx512_ifma,   SimdLevel::avx512_planes,
+                                               SimdLevel::avx512_vnni};
 
 std::string to_string(SimdLevel level);
 

@@ -28,7 +28,10 @@ using BlockRowKernel = void (*)(const BlockRowTask& task);
 // The per-level tables, defined in block_row_*.cpp (the x86 ones only in x86 builds).
 BlockRowKernel portable_block_row_kernel(std::int32_t m);
 BlockRowKernel avx2_block_row_kernel(std::int32_t m);
+BlockRowKernel avx2_planes_block_row_kernel(std::int32_t m);  // 2 <= m <= planes::kMaxBlock
 BlockRowKernel avx512_block_row_kernel(std::int32_t m);
 BlockRowKernel avx512_ifma_block_row_kernel(std::int32_t m);
+BlockRowKernel avx512_planes_block_row_kernel(std::int32_t m);  // 2 <= m <= planes::kMaxBlock
+BlockRowKernel avx512_vnni_block_row_kernel(std::int32_t m);    // 2 <= m <= planes::kMaxBlock
 
 }  // namespace blockmm::kernels::cpu

@@ -1,0 +1,8 @@
+// The byte-plane block kernels on AVX-512 BW (vpmaddwd + vpaddd); compiled with -mavx512f/bw/vl.
+#include "kernels/cpu/avx512_planes.hpp"
+
+namespace blockmm::kernels::cpu {
+
+BlockRowKernel avx512_planes_block_row_kernel(std::int32_t m) { return Planes512<false>::kernel(m); }
+
+}  // namespace blockmm::kernels::cpu
