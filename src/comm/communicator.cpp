@@ -24,6 +24,16 @@ bool env_set(const char* name) {
 
 }  // namespace
 
+struct Communicator::NodeComms {
+  MPI_Comm node = MPI_COMM_NULL;     // the ranks of this node
+  MPI_Comm leaders = MPI_COMM_NULL;  // rank 0 of every node (MPI_COMM_NULL on the others)
+};
+
+bool simulate_nodes_requested() {
+  const char* v = std::getenv("BLOCKMM_SIMULATE_NODES");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
 std::int64_t mpi_piece_bytes() {
   static const std::int64_t piece = [] {
     constexpr std::int64_t kMax = std::int64_t{1} << 30;
@@ -59,11 +69,38 @@ Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
   BLOCKMM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   BLOCKMM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   BLOCKMM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-  MPI_Comm node = MPI_COMM_NULL;
-  BLOCKMM_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
-  BLOCKMM_MPI_CHECK(MPI_Comm_rank(node, &node_rank_));
-  BLOCKMM_MPI_CHECK(MPI_Comm_size(node, &node_size_));
-  BLOCKMM_MPI_CHECK(MPI_Comm_free(&node));
+  // The ranks sharing this machine: what cores and GPUs are divided among (node_rank, node_size).
+  MPI_Comm machine = MPI_COMM_NULL;
+  BLOCKMM_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &machine));
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(machine, &node_rank_));
+  BLOCKMM_MPI_CHECK(MPI_Comm_size(machine, &node_size_));
+  // The node as the distribution sees it: the machine, or this rank alone when simulating (so
+  // that the cross-node paths run on one machine while cores are still shared as they are).
+  node_comms_ = std::make_unique<NodeComms>();
+  simulated_nodes_ = simulate_nodes_requested();
+  if (simulated_nodes_) {
+    BLOCKMM_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank_, 0, &node_comms_->node));
+    BLOCKMM_MPI_CHECK(MPI_Comm_free(&machine));
+  } else {
+    node_comms_->node = machine;
+  }
+  int placement_rank = 0;
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(node_comms_->node, &placement_rank));
+  // The leader is the node's lowest world rank (the split keeps world order); the node's number
+  // counts the leaders below it, so nodes are numbered in the order of their lowest rank.
+  node_leader_ = rank_;
+  BLOCKMM_MPI_CHECK(MPI_Bcast(&node_leader_, 1, MPI_INT, 0, node_comms_->node));
+  std::vector<int> leader_of(static_cast<std::size_t>(size_), 0);
+  BLOCKMM_MPI_CHECK(MPI_Allgather(&node_leader_, 1, MPI_INT, leader_of.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  std::vector<int> leaders = leader_of;
+  std::sort(leaders.begin(), leaders.end());
+  leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
+  nodes_ = static_cast<int>(leaders.size());
+  node_of_.resize(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r)
+    node_of_[r] = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), leader_of[r]) - leaders.begin());
+  BLOCKMM_MPI_CHECK(
+      MPI_Comm_split(MPI_COMM_WORLD, placement_rank == 0 ? 0 : MPI_UNDEFINED, rank_, &node_comms_->leaders));
 
   const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
   if (size_ == 1 && step_tasks != nullptr && std::atoi(step_tasks) > 1 && !env_set("OMPI_COMM_WORLD_SIZE"))
@@ -72,6 +109,15 @@ Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
 }
 
 Communicator::~Communicator() {
+  if (node_comms_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    // Freed before MPI_Finalize; failures cannot be reported from a destructor and change nothing.
+    if (!finalized) {
+      if (node_comms_->leaders != MPI_COMM_NULL) (void)MPI_Comm_free(&node_comms_->leaders);
+      if (node_comms_->node != MPI_COMM_NULL) (void)MPI_Comm_free(&node_comms_->node);
+    }
+  }
   if (finalize_) {
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -1,12 +1,17 @@
 // The ranks of a run. Under an MPI launcher this is MPI_COMM_WORLD; started on its own, blockmm
 // is one rank and never initialises MPI (a singleton MPI_Init alone costs 0.1-0.9 s, more than
 // small products take). Everything above this header is written once for both cases.
+// It also knows the node of every rank (ranks sharing memory, MPI_Comm_split_type shared), so
+// that ranks of one node can share the page cache instead of moving input bytes through MPI.
+// BLOCKMM_SIMULATE_NODES=1 makes every rank its own node for the distribution: the cross-node
+// paths then run, and are tested, on one machine.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +29,9 @@ bool launched_by_mpi_launcher();
 // cross piece boundaries without gigabytes of data.
 std::int64_t mpi_piece_bytes();
 
+// Whether BLOCKMM_SIMULATE_NODES asks for one node per rank (set and not "0").
+bool simulate_nodes_requested();
+
 class Communicator {
  public:
   // Initialises MPI if `mode` says so (automatic: when launched by an MPI launcher).
@@ -36,8 +44,19 @@ class Communicator {
   int size() const { return size_; }
   bool is_root() const { return rank_ == 0; }
   bool uses_mpi() const { return uses_mpi_; }
-  int node_rank() const { return node_rank_; }  // rank among the ranks of this node
+  // Rank among the ranks of this machine, and their count: what cores and GPUs are shared by.
+  // Not changed by BLOCKMM_SIMULATE_NODES.
+  int node_rank() const { return node_rank_; }
   int node_size() const { return node_size_; }
+  // Nodes as the input distribution sees them (ranks of one node read the input from a shared
+  // page cache): the machines, or one node per rank under BLOCKMM_SIMULATE_NODES. Numbered 0, 1,
+  // ... in the order of their lowest rank.
+  int node() const { return node_of_[static_cast<std::size_t>(rank_)]; }
+  int nodes() const { return nodes_; }
+  int node_of(int rank) const { return node_of_.at(static_cast<std::size_t>(rank)); }
+  bool same_node(int rank) const { return node_of(rank) == node(); }
+  int node_leader() const { return node_leader_; }  // lowest rank of this node
+  bool simulated_nodes() const { return simulated_nodes_; }
   // MPI_THREAD_SERIALIZED or better: a helper thread may make MPI calls while the main thread does not.
   bool helper_threads_may_call_mpi() const { return serialized_; }
 
@@ -82,6 +101,14 @@ class Communicator {
   int size_ = 1;
   int node_rank_ = 0;
   int node_size_ = 1;
+  int nodes_ = 1;
+  int node_leader_ = 0;
+  bool simulated_nodes_ = false;
+  std::vector<int> node_of_{0};  // per rank
+  // The node's ranks and the node leaders (MPI communicators, kept for node-level collectives
+  // such as a shared window; mpi.h stays out of this header).
+  struct NodeComms;
+  std::unique_ptr<NodeComms> node_comms_;
 };
 
 }  // namespace blockmm::comm

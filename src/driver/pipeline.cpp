@@ -112,6 +112,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   if (::gethostname(host, sizeof host - 1) == 0) stats.host = host;
   stats.output_path = options.out_path;
   stats.ranks = comm.size();
+  stats.nodes = comm.nodes();
+  stats.nodes_simulated = comm.simulated_nodes();
   // Threads and cores (driver/cores.hpp): --threads, OMP_NUM_THREADS, else the rank's share of
   // its node within the cores it is bound to; only Open MPI's unasked-for binding is widened.
   const CorePlan cores = choose_cores(options.threads, comm.node_rank(), comm.node_size());
@@ -315,6 +317,10 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
 
   gather_phase_times(mine, comm, stats);
   stats.rank_bytes_exchanged = comm.gather_all(dist.exchanged.bytes_sent + dist.exchanged.bytes_received);
+  stats.record_bytes_within_node = comm.sum(dist.exchanged.record_bytes_within_node);
+  stats.record_bytes_between_nodes = comm.sum(dist.exchanged.record_bytes_between_nodes);
+  stats.index_bytes_within_node = comm.sum(dist.exchanged.index_bytes_within_node);
+  stats.index_bytes_between_nodes = comm.sum(dist.exchanged.index_bytes_between_nodes);
   return stats;
 }
 

@@ -103,6 +103,11 @@ std::string stats_json(const RunStats& s) {
                      {"seconds", phases_json(s.per_rank[r])}});
   }
   j["per_rank"] = ranks;
+  j["nodes"] = s.nodes;
+  j["nodes_simulated"] = s.nodes_simulated;
+  j["input_bytes_moved"] = {
+      {"within_node", {{"records", s.record_bytes_within_node}, {"index", s.index_bytes_within_node}}},
+      {"between_nodes", {{"records", s.record_bytes_between_nodes}, {"index", s.index_bytes_between_nodes}}}};
   return j.dump(2);
 }
 
@@ -133,6 +138,12 @@ std::string stats_text(const RunStats& s) {
   out << phase_line("  writing", t.write, "inside numeric, beside the kernels: overlaps them across chunks");
   out << phase_line("commit", t.commit, "sync, close, rename") << phase_line("total", t.total);
   if (s.ranks > 1) {
+    out << "  input moved: within nodes " << bytes_text(static_cast<double>(s.record_bytes_within_node))
+        << " of records + " << bytes_text(static_cast<double>(s.index_bytes_within_node)) << " of record numbers; between nodes "
+        << bytes_text(static_cast<double>(s.record_bytes_between_nodes)) << " of records + "
+        << bytes_text(static_cast<double>(s.index_bytes_between_nodes)) << " of record numbers (" << s.nodes
+        << (s.nodes == 1 ? " node" : " nodes") << (s.nodes_simulated ? ", simulated: BLOCKMM_SIMULATE_NODES" : "")
+        << ")\n";
     out << "  balance: imbalance " << fixed(s.imbalance, 3) << " = max/mean work\n";
     for (std::size_t r = 0; r < s.per_rank.size(); ++r)
       out << "    rank " << r << ": " << with_thousands(s.rank_rows[r]) << " block-rows, work "

@@ -58,6 +58,15 @@ struct RunStats {
   std::vector<std::int64_t> rank_work;      // block products per rank
   std::vector<std::int64_t> rank_rows;      // block-rows per rank
   std::vector<std::int64_t> rank_bytes_exchanged;
+  // Input moved through MPI, summed over the ranks that sent it (partition::ExchangeCounters):
+  // record bytes and index bytes (record numbers, keys, rows asked for), within a node and
+  // between nodes. Ranks of one node move no record bytes.
+  int nodes = 1;
+  bool nodes_simulated = false;  // BLOCKMM_SIMULATE_NODES: every rank its own node
+  std::int64_t record_bytes_within_node = 0;
+  std::int64_t record_bytes_between_nodes = 0;
+  std::int64_t index_bytes_within_node = 0;
+  std::int64_t index_bytes_between_nodes = 0;
   double imbalance = 1;                     // max/mean of rank_work
   std::int64_t numeric_chunks = 0;
   std::map<std::string, double> backend_steps;  // rank 0's backend steps (Backend::step_seconds)

@@ -29,6 +29,7 @@ class Hdf5InputFile final : public InputFile {
     return records;
   }
   std::string locate_duplicate(std::int32_t, std::int32_t) const override { return ""; }
+  bool readable_by_every_rank() const override { return true; }  // every rank opened the file
 
  private:
   BsrReader reader_;

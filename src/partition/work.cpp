@@ -5,20 +5,19 @@
 
 namespace blockmm::partition {
 
-std::vector<std::int64_t> global_row_counts(const InputRecords& records, const comm::Communicator& comm) {
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(records.shape.block_rows()), 0);
-  for (std::int64_t q = 0; q < records.size(); ++q) ++counts[record_row(records.record(q))];
+std::vector<std::int64_t> global_row_counts(const RecordKeys& keys, std::int32_t block_rows,
+                                            const comm::Communicator& comm) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(block_rows), 0);
+  for (std::size_t q = 0; q + 1 < keys.size(); q += 2) ++counts[static_cast<std::size_t>(keys[q])];
   comm.sum_in_place(counts);
   return counts;
 }
 
-std::vector<std::int64_t> global_row_work(const InputRecords& a, const std::vector<std::int64_t>& b_row_counts,
+std::vector<std::int64_t> global_row_work(const RecordKeys& a, const std::vector<std::int64_t>& b_row_counts,
                                           const comm::Communicator& comm) {
   std::vector<std::int64_t> work(b_row_counts.size(), 0);
-  for (std::int64_t q = 0; q < a.size(); ++q) {
-    const std::byte* rec = a.record(q);
-    work[record_row(rec)] += 1 + b_row_counts[record_col(rec)];
-  }
+  for (std::size_t q = 0; q + 1 < a.size(); q += 2)
+    work[static_cast<std::size_t>(a[q])] += 1 + b_row_counts[static_cast<std::size_t>(a[q + 1])];
   comm.sum_in_place(work);
   return work;
 }

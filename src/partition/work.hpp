@@ -11,11 +11,16 @@
 
 namespace blockmm::partition {
 
-// Blocks per block-row over every rank's records.
-std::vector<std::int64_t> global_row_counts(const InputRecords& records, const comm::Communicator& comm);
+// Keys of records: keys[2q] = block-row, keys[2q + 1] = block-column of record q (validated:
+// both in [0, block_rows)). The distribution places records by these alone.
+using RecordKeys = std::vector<std::int32_t>;
+
+// Blocks per block-row (block_rows of them) over every rank's records.
+std::vector<std::int64_t> global_row_counts(const RecordKeys& keys, std::int32_t block_rows,
+                                            const comm::Communicator& comm);
 
 // work(i) for every block-row of C, summed over every rank's A records.
-std::vector<std::int64_t> global_row_work(const InputRecords& a, const std::vector<std::int64_t>& b_row_counts,
+std::vector<std::int64_t> global_row_work(const RecordKeys& a, const std::vector<std::int64_t>& b_row_counts,
                                           const comm::Communicator& comm);
 
 // parts + 1 bounds: part r owns block-rows [bounds[r], bounds[r+1]). Each part's work is as

@@ -6,6 +6,9 @@
 //   comm_probe unknown         rank 1 throws an int (not a std::exception) inside run_phase
 //   comm_probe alloc           rank 1 is to receive 2^62 bytes: it cannot allocate them
 //   comm_probe isend           MPI_Isend fails on rank 1 (this file's PMPI wrapper) mid-exchange
+//   comm_probe nodes           each rank prints what it knows of the nodes (BLOCKMM_SIMULATE_NODES
+//                              applies): "rank R: nodes N node X leader L machine S same S0S1..."
+//   comm_probe nodes-single    the same without MPI (a plain blockmm run)
 #include <mpi.h>
 
 #include <cstdio>
@@ -33,7 +36,8 @@ extern "C" int MPI_Isend(const void* buffer, int count, MPI_Datatype type, int d
 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
-  blockmm::comm::Communicator comm(blockmm::comm::MpiMode::on, &argc, &argv);
+  const bool single = scenario == "nodes-single";
+  blockmm::comm::Communicator comm(single ? blockmm::comm::MpiMode::off : blockmm::comm::MpiMode::on, &argc, &argv);
   const int ranks = comm.size();
   const int rank = comm.rank();
   try {
@@ -53,6 +57,11 @@ int main(int argc, char** argv) {
         for (std::int64_t b = 0; b < recv_bytes[r]; ++b)
           if (got[at++] != static_cast<std::byte>(r * 16 + rank)) throw blockmm::Error(blockmm::ExitCode::other, "wrong byte");
       }
+    } else if (scenario == "nodes" || single) {
+      std::string same;
+      for (int r = 0; r < ranks; ++r) same += comm.same_node(r) ? '1' : '0';
+      std::printf("rank %d: nodes %d node %d leader %d machine %d same %s%s\n", rank, comm.nodes(), comm.node(),
+                  comm.node_leader(), comm.node_size(), same.c_str(), comm.simulated_nodes() ? " simulated" : "");
     } else if (scenario == "unknown") {
       comm.run_phase([&] {
         if (rank == 1) throw 42;

@@ -28,13 +28,22 @@ std::vector<std::string> mpiexec(int ranks) {
   return argv;
 }
 
-RunResult probe(const std::string& scenario) {
-  std::vector<std::string> argv = mpiexec(3);
+RunResult probe(const std::string& scenario, const std::vector<std::string>& env = {}, int ranks = 3) {
+  std::vector<std::string> argv = mpiexec(ranks);
   argv.push_back(env_or("BLOCKMM_COMM_PROBE"));
   argv.push_back(scenario);
   RunOptions options;
   options.timeout_seconds = 60;  // a deadlock shows as a time-out
+  options.set_env = env;
   return run_process(argv, options);
+}
+
+// The line rank `rank` printed for the "nodes" scenario.
+std::string nodes_line(const RunResult& run, int rank) {
+  const std::string head = "rank " + std::to_string(rank) + ": nodes ";
+  for (const std::string& line : split_lines(run.out))
+    if (line.rfind(head, 0) == 0) return line;
+  return "(none)";
 }
 
 // Each of the 3 ranks printed "rank R: exit <code>: <message>".
@@ -54,6 +63,49 @@ TEST(Communicator, ExchangeDeliversEveryMessage) {
   ASSERT_EQ(run.exit_code, 0) << run.describe();
   for (int r = 0; r < 3; ++r)
     EXPECT_NE(run.out.find("rank " + std::to_string(r) + ": exit 0"), std::string::npos) << run.describe();
+}
+
+// Every rank of one mpiexec shares this machine: one node, led by rank 0, every rank on it.
+TEST(Communicator, RanksOfOneMachineAreOneNode) {
+  for (const char* setting : {"BLOCKMM_SIMULATE_NODES=", "BLOCKMM_SIMULATE_NODES=0"}) {
+    SCOPED_TRACE(setting);
+    for (int ranks : {2, 3}) {
+      const RunResult run = probe("nodes", {setting}, ranks);
+      ASSERT_EQ(run.exit_code, 0) << run.describe();
+      for (int r = 0; r < ranks; ++r)
+        EXPECT_EQ(nodes_line(run, r), "rank " + std::to_string(r) + ": nodes 1 node 0 leader 0 machine " +
+                                          std::to_string(ranks) + " same " + std::string(ranks, '1'))
+            << run.describe();
+    }
+  }
+}
+
+// BLOCKMM_SIMULATE_NODES=1: each rank its own node (its own leader, the node numbered as the
+// rank), while the machine's rank count, which cores are shared by, stays the real one.
+TEST(Communicator, SimulatedNodesMakeEveryRankItsOwnNode) {
+  for (int ranks : {2, 4}) {
+    const RunResult run = probe("nodes", {"BLOCKMM_SIMULATE_NODES=1"}, ranks);
+    ASSERT_EQ(run.exit_code, 0) << run.describe();
+    for (int r = 0; r < ranks; ++r) {
+      std::string same(static_cast<std::size_t>(ranks), '0');
+      same[static_cast<std::size_t>(r)] = '1';
+      EXPECT_EQ(nodes_line(run, r), "rank " + std::to_string(r) + ": nodes " + std::to_string(ranks) + " node " +
+                                        std::to_string(r) + " leader " + std::to_string(r) + " machine " +
+                                        std::to_string(ranks) + " same " + same + " simulated")
+          << run.describe();
+    }
+  }
+}
+
+// Without MPI (a plain run) the one rank is one node, simulated or not.
+TEST(Communicator, SingletonIsOneNodeOfOneRank) {
+  for (const char* setting : {"BLOCKMM_SIMULATE_NODES=", "BLOCKMM_SIMULATE_NODES=1"}) {
+    RunOptions options;
+    options.set_env = {setting};
+    const RunResult run = run_process({env_or("BLOCKMM_COMM_PROBE"), "nodes-single"}, options);
+    ASSERT_EQ(run.exit_code, 0) << run.describe();
+    EXPECT_EQ(nodes_line(run, 0), "rank 0: nodes 1 node 0 leader 0 machine 1 same 1") << run.describe();
+  }
 }
 
 TEST(Communicator, ExceptionOfUnknownTypeOnOneRankIsAgreedAsExitOne) {

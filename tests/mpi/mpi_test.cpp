@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -36,6 +37,7 @@ struct MpiRun {
 };
 
 // mpiexec -n `ranks` blockmm `args` through the script (a 60 s guard inside it).
+// `env`: "NAME=value" settings for mpiexec and so every rank (e.g. BLOCKMM_SIMULATE_NODES=1).
 MpiRun run_mpi(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   const std::string script = env_or("BLOCKMM_MPI_SCRIPT");
   if (script.empty()) throw std::runtime_error("BLOCKMM_MPI_SCRIPT is not set (run the tests through ctest)");
@@ -44,7 +46,7 @@ MpiRun run_mpi(int ranks, const std::vector<std::string>& args, const std::vecto
   argv.insert(argv.end(), args.begin(), args.end());
   RunOptions options;
   options.timeout_seconds = 100;  // backstop; the script's own guard is 60 s
-  options.set_env = env;  // mpiexec passes its environment on to the ranks of this node
+  options.set_env = env;
   MpiRun result;
   result.run = run_process(argv, options);
   for (int r = 0; r < ranks; ++r) {
@@ -130,10 +132,10 @@ class Mpi : public ::testing::Test {
   // mpiexec -n N for each N in `ranks`: every output byte-identical to `plain`.
   void expect_identical(const std::string& a, const std::string& b, const std::vector<std::byte>& plain,
                         const std::vector<int>& ranks, const std::vector<std::string>& extra = {},
-                        const std::vector<std::string>& env = {}) {
-    const std::string out = out_dir + "/C.bin";
+                        const std::vector<std::string>& env = {}, const std::string& out_name = "C.bin") {
+    const std::string out = out_dir + "/" + out_name;
     for (int n : ranks) {
-      SCOPED_TRACE("mpiexec -n " + std::to_string(n));
+      SCOPED_TRACE("mpiexec -n " + std::to_string(n) + (env.empty() ? "" : " " + env.front()));
       std::vector<std::string> args{"-q", "--threads", "1"};
       args.insert(args.end(), extra.begin(), extra.end());
       args.insert(args.end(), {a, b, out});
@@ -142,9 +144,16 @@ class Mpi : public ::testing::Test {
       const std::vector<std::byte> got = read_bytes(out);
       EXPECT_EQ(got.size(), plain.size());
       EXPECT_TRUE(got == plain) << "output under " << n << " ranks differs from the plain run";
-      EXPECT_EQ(list_dir(out_dir), std::vector<std::string>{"C.bin"});
+      EXPECT_EQ(list_dir(out_dir), std::vector<std::string>{out_name});
       std::remove(out.c_str());
     }
+  }
+
+  // blockmm-convert (beside blockmm) from `from` to `to`, by their extensions.
+  void convert(const std::string& from, const std::string& to) {
+    const std::string bin = blockmm_bin();
+    const RunResult run = run_process({bin.substr(0, bin.rfind('/') + 1) + "blockmm-convert", from, to});
+    ASSERT_EQ(run.exit_code, 0) << run.describe();
   }
 };
 
@@ -200,6 +209,68 @@ TEST_F(Mpi, WriterThreadsAndChunkSizesGiveIdenticalFiles) {
   expect_identical(pa, pb, plain, {2}, {}, {"BLOCKMM_IO=pwrite"});
 }
 
+// BLOCKMM_SIMULATE_NODES=1 makes every rank its own node, so records cross between "nodes" as
+// bytes (the path of a real multi-node run); =0 is the one-node path, where ranks exchange record
+// numbers and read the files themselves. Both give the plain run's file on 1-5 ranks, binary and
+// HDF5, for random inputs, m = 1 and saturated sums.
+const std::vector<std::vector<std::string>> kNodeModes{{"BLOCKMM_SIMULATE_NODES=0"}, {"BLOCKMM_SIMULATE_NODES=1"}};
+
+TEST_F(Mpi, SimulatedNodesGiveIdenticalFilesBinaryAndHdf5) {
+  std::mt19937_64 rng(1616);
+  std::vector<std::pair<std::string, testing::RandomSpec>> cases;
+  cases.emplace_back("random", testing::random_spec(rng, 24));
+  testing::RandomSpec ones;
+  ones.n = 200;
+  ones.m = 1;
+  ones.density = 0.05;
+  cases.emplace_back("m = 1", ones);
+  testing::RandomSpec saturating;  // every value 65535: two products already exceed 2^32 - 1
+  saturating.n = 96;
+  saturating.m = 3;
+  saturating.density = 0.3;
+  cases.emplace_back("saturating", saturating);
+  for (const auto& [name, spec] : cases) {
+    SCOPED_TRACE(name + ": n=" + std::to_string(spec.n) + " m=" + std::to_string(spec.m));
+    InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
+    if (name == "saturating")
+      for (InputRecords* x : {&a, &b})
+        for (std::int64_t q = 0; q < x->size(); ++q)
+          for (std::int64_t v = 0; v < std::int64_t{spec.m} * spec.m; ++v) {
+            const std::uint16_t top = 65535;
+            std::memcpy(x->record(q) + 8 + 2 * v, &top, 2);
+          }
+    const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+    const OutputRecords oracle = sparse_oracle(a, b);
+    if (name == "saturating") {
+      bool saturated = false;
+      for (std::int64_t q = 0; q < oracle.size() && !saturated; ++q) saturated = oracle.values(q)[0] == 0xFFFFFFFFu;
+      ASSERT_TRUE(saturated) << "the saturating case does not saturate";
+    }
+    const std::vector<std::byte> expected = encode(oracle);
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    for (const auto& env : kNodeModes) expect_identical(pa, pb, plain, {1, 2, 3, 4, 5}, {}, env);
+
+    // HDF5 in and out. HDF5 stamps object headers with the time (two plain runs differ in
+    // those bytes), so the products are compared as their COL380 conversion, byte for byte.
+    const std::string ha = in_dir + "/a.h5", hb = in_dir + "/b.h5";
+    convert(pa, ha);
+    convert(pb, hb);
+    for (const auto& env : kNodeModes) {
+      for (int n : {1, 2, 3, 5}) {
+        SCOPED_TRACE("HDF5, mpiexec -n " + std::to_string(n) + " " + env.front());
+        const std::string out = out_dir + "/C.h5", back = scratch / "C-from-h5.bin";
+        ASSERT_TRUE(mpi_succeeded(run_mpi(n, {"-q", "--threads", "1", ha, hb, out}, env)));
+        convert(out, back);
+        EXPECT_TRUE(read_bytes(back) == plain) << "HDF5 product under " << n << " ranks differs from the plain run";
+        std::remove(out.c_str());
+        std::remove(back.c_str());
+      }
+    }
+    std::remove(ha.c_str());
+    std::remove(hb.c_str());
+  }
+}
+
 TEST_F(Mpi, SkewedInputsGiveIdenticalFiles) {
   std::mt19937_64 rng(99);
   const InputRecords a = skewed_blocks(512, 4, 1.2, 1500, 0, 65535, rng);  // row 0 heaviest, empty tail rows
@@ -246,7 +317,8 @@ TEST_F(Mpi, EmptyInputsGiveAHeaderOnlyFile) {
   for (const auto& [x, y] : std::vector<std::pair<std::string, std::string>>{{pe, pe}, {pe, ps}, {ps, pz}}) {
     SCOPED_TRACE(x + " x " + y);
     const std::vector<std::byte> plain = plain_product(x, y, &header_only);
-    expect_identical(x, y, plain, x == pe && y == pe ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{3});
+    for (const auto& env : kNodeModes)
+      expect_identical(x, y, plain, x == pe && y == pe ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{3}, {}, env);
   }
 }
 
@@ -385,12 +457,20 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
   set_record_index(bad.record(last), i, j);  // record 0 is read by rank 0, the last by the last rank
   const std::string pa = put("a.bin", good_a), pb = put("b.bin", good_b), pbad = put("dup.bin", bad);
   const std::string pair = "(" + std::to_string(i) + ", " + std::to_string(j) + ")";
-  for (int n : {2, 3, 4}) {
-    SCOPED_TRACE("mpiexec -n " + std::to_string(n));
-    const MpiRun left = run_mpi(n, {"-q", "--threads", "1", pbad, pb, out_dir + "/C.bin"});
-    EXPECT_TRUE(every_rank_failed(left, 3, pbad, {"duplicate", pair, "0", std::to_string(last)}, out_dir));
-    const MpiRun right = run_mpi(n, {"-q", "--threads", "1", pa, pbad, out_dir + "/C.bin"});
-    EXPECT_TRUE(every_rank_failed(right, 3, pbad, {"duplicate", pair, "0", std::to_string(last)}, out_dir));
+  // The message of a plain run, word for word, on every rank count and node mode.
+  const RunResult plain = run_blockmm({"-q", "--threads", "1", pa, pbad, out_dir + "/C.bin"});
+  ASSERT_EQ(plain.exit_code, 3) << plain.describe();
+  const std::string plain_line = split_lines(plain.err).at(0);
+  for (const auto& env : kNodeModes) {
+    for (int n : {2, 3, 4}) {
+      SCOPED_TRACE("mpiexec -n " + std::to_string(n) + " " + env.front());
+      const MpiRun left = run_mpi(n, {"-q", "--threads", "1", pbad, pb, out_dir + "/C.bin"}, env);
+      EXPECT_TRUE(every_rank_failed(left, 3, pbad, {"duplicate", pair, "0", std::to_string(last)}, out_dir));
+      const MpiRun right = run_mpi(n, {"-q", "--threads", "1", pa, pbad, out_dir + "/C.bin"}, env);
+      EXPECT_TRUE(every_rank_failed(right, 3, pbad, {"duplicate", pair, "0", std::to_string(last)}, out_dir));
+      EXPECT_NE(right.run.err.find(plain_line), std::string::npos) << "not the plain run's message: " << plain_line
+                                                                   << "\n" << right.describe();
+    }
   }
 }
 
@@ -468,6 +548,29 @@ TEST_F(Mpi, StatsReportPerRankWorkAndImbalance) {
     Reported reported;
     check_stats(m.run.out, n, work, reported);
     EXPECT_TRUE(read_bytes(out_dir + "/C.bin") == expected);
+  }
+  // Input moved: on one node nothing at all (each rank scans the files itself); between
+  // simulated nodes record bytes and no record numbers.
+  for (const auto& env : kNodeModes) {
+    const bool simulated = env.front() == "BLOCKMM_SIMULATE_NODES=1";
+    SCOPED_TRACE(env.front());
+    const MpiRun m = run_mpi(3, {"-q", "--threads", "1", "--stats=json", pa, pb, out_dir + "/C.bin"}, env);
+    ASSERT_TRUE(mpi_succeeded(m));
+    EXPECT_TRUE(read_bytes(out_dir + "/C.bin") == expected);
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
+    EXPECT_EQ(j.at("nodes"), simulated ? 3 : 1);
+    EXPECT_EQ(j.at("nodes_simulated"), simulated);
+    const auto& moved = j.at("input_bytes_moved");
+    EXPECT_EQ(moved.at("within_node").at("records"), 0);
+    if (simulated) {
+      EXPECT_GT(moved.at("between_nodes").at("records").get<std::int64_t>(), 0);
+      EXPECT_EQ(moved.at("within_node").at("index"), 0);
+    } else {
+      EXPECT_EQ(moved.at("between_nodes").at("records"), 0);
+      EXPECT_EQ(moved.at("between_nodes").at("index"), 0);
+      EXPECT_EQ(moved.at("within_node").at("index"), 0);
+    }
   }
 }
 
