@@ -139,9 +139,9 @@ std::string stats_text(const RunStats& s) {
   out << phase_line("commit", t.commit, "sync, close, rename") << phase_line("total", t.total);
   if (s.ranks > 1) {
     out << "  input moved: within nodes " << bytes_text(static_cast<double>(s.record_bytes_within_node))
-        << " of records + " << bytes_text(static_cast<double>(s.index_bytes_within_node)) << " of record numbers; between nodes "
+        << " of records + " << bytes_text(static_cast<double>(s.index_bytes_within_node)) << " of row requests; between nodes "
         << bytes_text(static_cast<double>(s.record_bytes_between_nodes)) << " of records + "
-        << bytes_text(static_cast<double>(s.index_bytes_between_nodes)) << " of record numbers (" << s.nodes
+        << bytes_text(static_cast<double>(s.index_bytes_between_nodes)) << " of row requests (" << s.nodes
         << (s.nodes == 1 ? " node" : " nodes") << (s.nodes_simulated ? ", simulated: BLOCKMM_SIMULATE_NODES" : "")
         << ")\n";
     out << "  balance: imbalance " << fixed(s.imbalance, 3) << " = max/mean work\n";

@@ -59,8 +59,8 @@ struct RunStats {
   std::vector<std::int64_t> rank_rows;      // block-rows per rank
   std::vector<std::int64_t> rank_bytes_exchanged;
   // Input moved through MPI, summed over the ranks that sent it (partition::ExchangeCounters):
-  // record bytes and index bytes (record numbers, keys, rows asked for), within a node and
-  // between nodes. Ranks of one node move no record bytes.
+  // record bytes and index bytes (the block-rows asked for), within a node and between nodes.
+  // Ranks all on one node move neither.
   int nodes = 1;
   bool nodes_simulated = false;  // BLOCKMM_SIMULATE_NODES: every rank its own node
   std::int64_t record_bytes_within_node = 0;

@@ -9,9 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <mutex>
-#include <stdexcept>
 
 #include "core/error.hpp"
 #include "core/parallel_failure.hpp"
@@ -88,76 +86,6 @@ void InputFile::read_keys(RecordRange range, std::int32_t* keys) {
     }
   }
   if (failure) std::rethrow_exception(failure);
-}
-
-ListedRecordSource::ListedRecordSource(InputFile& file, std::vector<std::int64_t> numbers, InputRecords received)
-    : file_(file), numbers_(std::move(numbers)), received_(std::move(received)) {
-  // The spans read() forms assume it: a number out of order would index before its span.
-  if (std::adjacent_find(numbers_.begin(), numbers_.end(), std::greater_equal<std::int64_t>()) != numbers_.end())
-    throw std::logic_error("ListedRecordSource: record numbers not strictly ascending");
-}
-
-void ListedRecordSource::read(std::int64_t first, std::int64_t count, std::byte* dest) const {
-  // Records close together are read as one span and picked out of it: a read call costs about
-  // as much as copying 16 KiB from the page cache, so gaps up to that size are read through
-  // (small records scattered over a shuffled file were otherwise one call each: 2.3x slower
-  // than receiving them through MPI for m = 2). Spans stay below 4 MiB.
-  constexpr std::int64_t kGapBytes = std::int64_t{16} << 10;
-  constexpr std::int64_t kSpanBytes = std::int64_t{4} << 20;
-  const std::int64_t stride = this->stride();
-  const std::int64_t gap = kGapBytes / stride;
-  const std::int64_t span_records = std::max<std::int64_t>(1, kSpanBytes / stride);
-  const std::int64_t listed = static_cast<std::int64_t>(numbers_.size());
-  const std::int64_t end = first + count;
-  const std::int64_t listed_end = std::min(end, listed);
-  LargeVector<std::byte> scratch;
-  for (std::int64_t q = first; q < listed_end;) {
-    std::int64_t last = q;  // records q .. last are read as one span
-    while (last + 1 < listed_end && numbers_[last + 1] - numbers_[last] - 1 <= gap &&
-           numbers_[last + 1] - numbers_[q] < span_records)
-      ++last;
-    const std::int64_t span = numbers_[last] - numbers_[q] + 1;
-    std::byte* out = dest + (q - first) * stride;
-    if (span == last - q + 1) {
-      file_.read_records_into({numbers_[q], span}, out);  // consecutive: straight into place
-    } else {
-      scratch.resize(static_cast<std::size_t>(span * stride));
-      file_.read_records_into({numbers_[q], span}, scratch.data());
-      for (std::int64_t e = q; e <= last; ++e, out += stride)
-        std::memcpy(out, scratch.data() + (numbers_[e] - numbers_[q]) * stride, static_cast<std::size_t>(stride));
-    }
-    q = last + 1;
-  }
-  if (end > listed) {
-    const std::int64_t from = std::max(first, listed);
-    std::memcpy(dest + (from - first) * stride, received_.record(from - listed),
-                static_cast<std::size_t>((end - from) * stride));
-  }
-}
-
-InputRecords ListedRecordSource::take() {
-  InputRecords out;
-  out.shape = shape();
-  const std::int64_t total = size();
-  out.bytes.resize(static_cast<std::size_t>(total * stride()));
-  // Pieces of about 4 MiB spread over the threads; one thread where the file's reads are not
-  // thread-safe (HDF5, MPI-IO).
-  const std::int64_t per_piece = std::max<std::int64_t>(1, (std::int64_t{4} << 20) / stride());
-  const std::int64_t pieces = (total + per_piece - 1) / per_piece;
-  const int threads = concurrent() && pieces > 1 ? omp_get_max_threads() : 1;
-  ParallelFailure failure;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (std::int64_t piece = 0; piece < pieces; ++piece) {
-    if (failure.failed()) continue;
-    failure.run([&] {
-      const std::int64_t first = piece * per_piece;
-      read(first, std::min(per_piece, total - first), out.bytes.data() + first * stride());
-    });
-  }
-  failure.rethrow_if_failed();
-  received_ = {};
-  numbers_.clear();
-  return out;
 }
 
 bool has_hdf5_signature(const std::string& path) {

@@ -31,10 +31,10 @@ class InputFile {
     if (!records.bytes.empty()) std::memcpy(dest, records.bytes.data(), records.bytes.size());
   }
   virtual bool concurrent_reads() const { return false; }
-  // Whether any rank of a node may read any record of this object by its number, as from a
-  // file in the shared page cache: then ranks of one node send each other record numbers
-  // instead of records. No by default: an object holding only this rank's share (a relabelled
-  // share in memory, say) must have its records sent as bytes.
+  // Whether any rank of a node may read any record of this object, as from a file in the
+  // shared page cache: then ranks all on one node take their records from it themselves
+  // instead of through MPI. No by default: an object holding only this rank's share (a
+  // relabelled share in memory, say) must have its records sent as bytes.
   virtual bool readable_by_every_rank() const { return false; }
   // The block-row and block-column of records [range.first, range.first + range.count),
   // validated like read_records: keys[2q] = row, keys[2q + 1] = col. What the distribution needs
@@ -63,26 +63,6 @@ class FileRecordSource final : public RecordSource {
  private:
   InputFile& file_;
   RecordRange range_;
-};
-
-// Records of a file picked by number (ascending, no repeats), then records already in memory
-// (received from ranks of other nodes, of the file's shape). Ranks of one node take their records
-// this way from the shared page cache instead of through MPI. Records close together (runs, and
-// gaps up to 16 KiB) are read with one call; take() reads with several threads where the file
-// allows. The numbers must ascend strictly (std::logic_error otherwise).
-class ListedRecordSource final : public RecordSource {
- public:
-  ListedRecordSource(InputFile& file, std::vector<std::int64_t> numbers, InputRecords received);
-  MatrixShape shape() const override { return file_.header().shape(); }
-  std::int64_t size() const override { return static_cast<std::int64_t>(numbers_.size()) + received_.size(); }
-  void read(std::int64_t first, std::int64_t count, std::byte* dest) const override;
-  bool concurrent() const override { return file_.concurrent_reads(); }
-  InputRecords take() override;
-
- private:
-  InputFile& file_;
-  std::vector<std::int64_t> numbers_;
-  InputRecords received_;
 };
 
 // Collective under MPI. Throws InputError (exit 3) for missing, unreadable or malformed files.

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "operands/host_build.hpp"
 #include "partition/work.hpp"
 
 namespace blockmm::partition {
@@ -95,31 +96,21 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
   if (comm.nodes() == 1 && a_file.readable_by_every_rank() && b_file.readable_by_every_rank())
     return distribute_within_node(a_file, b_file, comm, std::move(d));
 
-  // Each rank reads the keys of its share of both files (not the values: those are read where
-  // they are used), then balanced contiguous block-row ranges by work.
+  // Across nodes: each rank reads its share of both files, the records travel to the owner of
+  // their block-row as bytes, and each rank fetches the B rows its panel needs from their owners.
   Lap lap;
-  io::RecordRange a_share, b_share;
-  RecordKeys a_keys, b_keys;
+  InputRecords a_records, b_records;
   comm.run_phase([&] {
-    a_share = io::record_share(a_file.header().k, comm.rank(), comm.size());
-    b_share = io::record_share(b_file.header().k, comm.rank(), comm.size());
-    a_keys.resize(static_cast<std::size_t>(2 * a_share.count));
-    b_keys.resize(static_cast<std::size_t>(2 * b_share.count));
-    a_file.read_keys(a_share, a_keys.data());
-    b_file.read_keys(b_share, b_keys.data());
+    a_records = a_file.read_records(io::record_share(a_file.header().k, comm.rank(), comm.size()));
+    b_records = b_file.read_records(io::record_share(b_file.header().k, comm.rank(), comm.size()));
   });
   d.read_seconds = lap();
-  // Records reach their row's owner: as numbers from ranks of its node (it reads them itself
-  // from the shared page cache), as bytes from ranks of other nodes.
-  PlacedRecords a_placed, b_placed;
   comm.run_phase([&] {
-    const auto b_rows = global_row_counts(b_keys, p, comm);
-    const auto work = global_row_work(a_keys, b_rows, comm);
+    const auto b_rows = global_row_counts(record_keys(b_records), p, comm);
+    const auto work = global_row_work(record_keys(a_records), b_rows, comm);
     d.bounds = balanced_ranges(work, comm.size());
-    a_placed = place_by_row(a_file, a_share, a_keys, d.bounds, comm, d.exchanged);
-    a_keys = {};
-    b_placed = place_by_row(b_file, b_share, b_keys, d.bounds, comm, d.exchanged);
-    b_keys = {};
+    a_records = redistribute_by_row(a_records, d.bounds, comm, d.exchanged);
+    b_records = redistribute_by_row(b_records, d.bounds, comm, d.exchanged);
   });
   d.exchange_seconds = lap();
   const std::int32_t lo = d.bounds[comm.rank()];
@@ -128,20 +119,18 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
   d.a_spec.row_end = hi;
 
   // The owner of each B row finds its duplicates (a rank may never fetch some rows) and serves
-  // the rows that panels reference. Keys suffice: no value is read for this.
-  RowIndex b_index;
-  comm.run_phase([&] { b_index = index_rows(b_placed, lo, hi, d.b_spec.duplicate_message); });
+  // the rows that panels reference.
+  BlockMatrix b_owned;
+  comm.run_phase([&] {
+    b_owned = operands::build_block_matrix(b_records, lo, hi, OperandRole::plain, d.b_spec.duplicate_message);
+    b_records = {};
+  });
   d.build_seconds = lap();
-  std::vector<char> needed(static_cast<std::size_t>(p), 0);
-  for (std::size_t q = 1; q < a_placed.keys.size(); q += 2) needed[static_cast<std::size_t>(a_placed.keys[q])] = 1;
-  for (std::int64_t q = 0; q < a_placed.received.size(); ++q)
-    needed[static_cast<std::size_t>(record_col(a_placed.received.record(q)))] = 1;
-  PlacedRecords b_fetched;
-  comm.run_phase([&] { b_fetched = fetch_rows(b_file, b_placed, b_index, needed, d.bounds, comm, d.exchanged); });
-  b_placed = {};
+  const std::vector<char> needed = referenced_columns(a_records, p);
+  comm.run_phase([&] { b_records = fetch_rows(b_owned, needed, d.bounds, comm, d.exchanged); });
   d.exchange_seconds += lap();
-  d.a = std::make_unique<io::ListedRecordSource>(a_file, std::move(a_placed.numbers), std::move(a_placed.received));
-  d.b = std::make_unique<io::ListedRecordSource>(b_file, std::move(b_fetched.numbers), std::move(b_fetched.received));
+  d.a = std::make_unique<MemoryRecordSource>(std::move(a_records));
+  d.b = std::make_unique<MemoryRecordSource>(std::move(b_records));
   return d;
 }
 

@@ -20,14 +20,6 @@ int owner_of(std::int32_t row, const std::vector<std::int32_t>& bounds) {
   return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), row) - bounds.begin()) - 1;
 }
 
-// A record placed on a rank of the same node: where it is in the file, and its key.
-struct NumberedKey {
-  std::int64_t number;
-  std::int32_t row;
-  std::int32_t col;
-};
-static_assert(sizeof(NumberedKey) == 16 && std::is_trivially_copyable<NumberedKey>::value, "sent as bytes");
-
 enum class Payload { records, index };
 
 void count(const comm::Communicator& comm, const std::vector<std::int64_t>& sent,
@@ -44,20 +36,7 @@ void count(const comm::Communicator& comm, const std::vector<std::int64_t>& sent
   }
 }
 
-// All-to-all of trivially copyable items: send_items[r] for rank r, in rank order.
-template <typename T>
-std::vector<T> exchange_items(const std::vector<T>& send, const std::vector<std::int64_t>& send_items,
-                              const comm::Communicator& comm, ExchangeCounters& counters) {
-  std::vector<std::int64_t> send_bytes(send_items.size()), recv_bytes;
-  for (std::size_t r = 0; r < send_items.size(); ++r) send_bytes[r] = send_items[r] * static_cast<std::int64_t>(sizeof(T));
-  const LargeVector<std::byte> got = comm.exchange(reinterpret_cast<const std::byte*>(send.data()), send_bytes, recv_bytes);
-  count(comm, send_bytes, recv_bytes, Payload::index, counters);
-  std::vector<T> out(got.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), got.data(), out.size() * sizeof(T));
-  return out;
-}
-
-// All-to-all of whole records (send_bytes[r] for rank r).
+// Sends records packed by destination; what arrives is this rank's records.
 InputRecords exchange_records(MatrixShape shape, const LargeVector<std::byte>& send,
                               const std::vector<std::int64_t>& send_bytes, const comm::Communicator& comm,
                               ExchangeCounters& counters) {
@@ -69,216 +48,106 @@ InputRecords exchange_records(MatrixShape shape, const LargeVector<std::byte>& s
   return out;
 }
 
-// Reads the records `numbers` (ascending) of `file` into dest.
-void read_numbered(io::InputFile& file, std::vector<std::int64_t> numbers, std::byte* dest) {
-  const auto count = static_cast<std::int64_t>(numbers.size());
-  io::ListedRecordSource(file, std::move(numbers), InputRecords{}).read(0, count, dest);
-}
-
-// Runs the local part of a collective step on every rank and agrees on its outcome before any
-// message is sent: a rank that failed to read would otherwise leave its peers waiting.
-template <typename Work>
-void agreed(const comm::Communicator& comm, Work&& work) {
-  std::exception_ptr error;
-  try {
-    work();
-  } catch (...) {
-    error = std::current_exception();
-  }
-  comm.agree(error);
-}
-
 }  // namespace
 
-PlacedRecords place_by_row(io::InputFile& file, io::RecordRange share, const RecordKeys& keys,
-                           const std::vector<std::int32_t>& bounds, const comm::Communicator& comm,
-                           ExchangeCounters& counters) {
-  const int ranks = comm.size();
-  const MatrixShape shape = file.header().shape();
-  const std::int64_t stride = record_bytes<std::uint16_t>(shape.m);
-  std::vector<NumberedKey> index_send;
-  std::vector<std::int64_t> index_items(static_cast<std::size_t>(ranks), 0);
-  LargeVector<std::byte> record_send;
-  std::vector<std::int64_t> record_send_bytes(static_cast<std::size_t>(ranks), 0);
-  const bool readable = file.readable_by_every_rank();
-  const auto numbered = [&](int r) { return readable && comm.same_node(r); };
-  agreed(comm, [&] {
-    // The share's records ordered by destination (stably: ascending numbers within each).
-    std::vector<std::int64_t> at(static_cast<std::size_t>(ranks) + 1, 0);
-    std::vector<int> dest(static_cast<std::size_t>(share.count));
-    for (std::int64_t q = 0; q < share.count; ++q) {
-      dest[q] = owner_of(keys[2 * q], bounds);
-      ++at[dest[q] + 1];
-    }
-    for (int r = 0; r < ranks; ++r) at[r + 1] += at[r];
-    std::vector<std::int64_t> by_dest(static_cast<std::size_t>(share.count));
-    std::vector<std::int64_t> next(at.begin(), at.end() - 1);
-    for (std::int64_t q = 0; q < share.count; ++q) by_dest[next[dest[q]]++] = q;
-
-    std::int64_t records_across = 0;
-    for (int r = 0; r < ranks; ++r) {
-      if (numbered(r)) {
-        index_items[r] = at[r + 1] - at[r];
-        for (std::int64_t e = at[r]; e < at[r + 1]; ++e) {
-          const std::int64_t q = by_dest[e];
-          index_send.push_back({share.first + q, keys[2 * q], keys[2 * q + 1]});
-        }
-      } else {
-        records_across += at[r + 1] - at[r];
-      }
-    }
-    // Only records for other nodes are read whole here, and only their bytes are sent.
-    record_send.resize(static_cast<std::size_t>(records_across * stride));
-    std::int64_t filled = 0;
-    for (int r = 0; r < ranks; ++r) {
-      if (numbered(r)) continue;
-      std::vector<std::int64_t> numbers;
-      numbers.reserve(static_cast<std::size_t>(at[r + 1] - at[r]));
-      for (std::int64_t e = at[r]; e < at[r + 1]; ++e) numbers.push_back(share.first + by_dest[e]);
-      record_send_bytes[r] = static_cast<std::int64_t>(numbers.size()) * stride;
-      read_numbered(file, std::move(numbers), record_send.data() + filled);
-      filled += record_send_bytes[r];
-    }
-  });
-
-  PlacedRecords placed;
-  std::vector<NumberedKey> listed = exchange_items(index_send, index_items, comm, counters);
-  index_send = {};
-  // Shares are contiguous and in rank order, so the senders' ascending lists arrive ascending;
-  // sorted anyway should a launcher ever number ranks otherwise.
-  const auto by_number = [](const NumberedKey& x, const NumberedKey& y) { return x.number < y.number; };
-  if (!std::is_sorted(listed.begin(), listed.end(), by_number)) std::sort(listed.begin(), listed.end(), by_number);
-  placed.numbers.reserve(listed.size());
-  placed.keys.reserve(2 * listed.size());
-  for (const NumberedKey& e : listed) {
-    placed.numbers.push_back(e.number);
-    placed.keys.push_back(e.row);
-    placed.keys.push_back(e.col);
+RecordKeys record_keys(const InputRecords& records) {
+  const std::int64_t total = records.size();
+  RecordKeys keys(static_cast<std::size_t>(2 * total));
+#pragma omp parallel for schedule(static) if (total > (1 << 16))
+  for (std::int64_t q = 0; q < total; ++q) {
+    keys[static_cast<std::size_t>(2 * q)] = record_row(records.record(q));
+    keys[static_cast<std::size_t>(2 * q + 1)] = record_col(records.record(q));
   }
-  placed.received = exchange_records(shape, record_send, record_send_bytes, comm, counters);
-  return placed;
+  return keys;
 }
 
-RowIndex index_rows(const PlacedRecords& owned, std::int32_t row_begin, std::int32_t row_end,
-                    const DuplicateMessage& duplicate_message) {
-  const std::int64_t listed = static_cast<std::int64_t>(owned.numbers.size());
-  const std::int64_t total = owned.size();
-  if (static_cast<std::int64_t>(owned.keys.size()) != 2 * listed)
-    throw std::logic_error("index_rows: the placed records' keys were not kept");
-  const auto row_of = [&](std::int64_t s) {
-    return s < listed ? owned.keys[2 * s] : record_row(owned.received.record(s - listed));
-  };
-  const auto col_of = [&](std::int64_t s) {
-    return s < listed ? owned.keys[2 * s + 1] : record_col(owned.received.record(s - listed));
-  };
-  const std::int32_t rows = row_end - row_begin;
-  RowIndex index;
-  index.row_begin = row_begin;
-  index.row_ptr.assign(static_cast<std::size_t>(rows) + 1, 0);
-  for (std::int64_t s = 0; s < total; ++s) {
-    const std::int32_t i = row_of(s);
-    if (i < row_begin || i >= row_end) throw std::logic_error("index_rows: a record outside the rank's rows");
-    ++index.row_ptr[i - row_begin + 1];
+InputRecords redistribute_by_row(const InputRecords& records, const std::vector<std::int32_t>& bounds,
+                                 const comm::Communicator& comm, ExchangeCounters& counters) {
+  const int ranks = comm.size();
+  const std::int64_t stride = records.stride();
+  const std::int64_t total = records.size();
+  // Pack by destination on every thread: per-thread counts, offsets, then parallel copies into
+  // one buffer ordered by destination (and by record within a destination, so it is stable).
+  const int parts = total < (1 << 16) ? 1 : omp_get_max_threads();
+  std::vector<std::int64_t> at(static_cast<std::size_t>(parts) * ranks, 0);
+  std::vector<int> dest(static_cast<std::size_t>(total));
+#pragma omp parallel for schedule(static, 1) num_threads(parts)
+  for (int t = 0; t < parts; ++t) {
+    for (std::int64_t q = total * t / parts; q < total * (t + 1) / parts; ++q) {
+      dest[q] = owner_of(record_row(records.record(q)), bounds);
+      ++at[static_cast<std::size_t>(t) * ranks + dest[q]];
+    }
   }
-  for (std::int32_t r = 0; r < rows; ++r) index.row_ptr[r + 1] += index.row_ptr[r];
-  index.source.resize(static_cast<std::size_t>(total));
-  std::vector<std::int64_t> next(index.row_ptr.begin(), index.row_ptr.end() - 1);
-  for (std::int64_t s = 0; s < total; ++s) index.source[next[row_of(s) - row_begin]++] = s;
-  // Each row by block-column (std::sort does not allocate, so nothing throws in the region).
-#pragma omp parallel for schedule(dynamic, 64) if (total > (1 << 16))
-  for (std::int32_t r = 0; r < rows; ++r)
-    std::sort(index.source.begin() + index.row_ptr[r], index.source.begin() + index.row_ptr[r + 1],
-              [&](std::int64_t x, std::int64_t y) { return col_of(x) < col_of(y); });
-  // The largest (i, j) that occurs twice, which is the one the host build names.
-  for (std::int32_t r = rows - 1; r >= 0; --r)
-    for (std::int64_t b = index.row_ptr[r + 1] - 1; b > index.row_ptr[r]; --b)
-      if (col_of(index.source[b]) == col_of(index.source[b - 1]))
-        throw InputError(duplicate_message(row_begin + r, col_of(index.source[b])));
-  return index;
+  std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks), 0);
+  std::int64_t running = 0;
+  for (int d = 0; d < ranks; ++d) {
+    for (int t = 0; t < parts; ++t) {
+      const std::int64_t c = at[static_cast<std::size_t>(t) * ranks + d];
+      at[static_cast<std::size_t>(t) * ranks + d] = running;
+      running += c;
+      send_bytes[d] += c * stride;
+    }
+  }
+  LargeVector<std::byte> send(static_cast<std::size_t>(total * stride));
+#pragma omp parallel for schedule(static, 1) num_threads(parts)
+  for (int t = 0; t < parts; ++t) {
+    std::int64_t* next = at.data() + static_cast<std::size_t>(t) * ranks;
+    for (std::int64_t q = total * t / parts; q < total * (t + 1) / parts; ++q)
+      std::memcpy(send.data() + next[dest[q]]++ * stride, records.record(q), static_cast<std::size_t>(stride));
+  }
+  return exchange_records(records.shape, send, send_bytes, comm, counters);
 }
 
-PlacedRecords fetch_rows(io::InputFile& file, const PlacedRecords& owned, const RowIndex& index,
-                         const std::vector<char>& needed, const std::vector<std::int32_t>& bounds,
-                         const comm::Communicator& comm, ExchangeCounters& counters) {
+InputRecords fetch_rows(const BlockMatrix& owned, const std::vector<char>& needed,
+                        const std::vector<std::int32_t>& bounds, const comm::Communicator& comm,
+                        ExchangeCounters& counters) {
   const int ranks = comm.size();
-  const MatrixShape shape = file.header().shape();
-  const std::int64_t stride = record_bytes<std::uint16_t>(shape.m);
-  const std::int64_t listed = static_cast<std::int64_t>(owned.numbers.size());
-
-  // 1. Ask each owner for the rows we need from its range (block-row ids).
+  // 1. Ask each owner for the rows we need from its range (block-row ids, int32).
   std::vector<std::int32_t> wanted;
-  std::vector<std::int64_t> ask_items(static_cast<std::size_t>(ranks), 0);
+  std::vector<std::int64_t> ask_bytes(static_cast<std::size_t>(ranks), 0);
   for (int r = 0; r < ranks; ++r) {
     const std::size_t before = wanted.size();
     for (std::int32_t i = bounds[r]; i < bounds[r + 1]; ++i)
       if (needed[i]) wanted.push_back(i);
-    ask_items[r] = static_cast<std::int64_t>(wanted.size() - before);
+    ask_bytes[r] = static_cast<std::int64_t>((wanted.size() - before) * sizeof(std::int32_t));
   }
-  std::vector<std::int64_t> asked_items(static_cast<std::size_t>(ranks), 0);
-  {
-    // Each owner needs to know how many rows each rank asked for: the exchange's sizes say.
-    std::vector<std::int64_t> ask_bytes(ask_items.size()), asked_bytes;
-    for (int r = 0; r < ranks; ++r) ask_bytes[r] = ask_items[r] * static_cast<std::int64_t>(sizeof(std::int32_t));
-    const LargeVector<std::byte> got =
-        comm.exchange(reinterpret_cast<const std::byte*>(wanted.data()), ask_bytes, asked_bytes);
-    count(comm, ask_bytes, asked_bytes, Payload::index, counters);
-    for (int r = 0; r < ranks; ++r) asked_items[r] = asked_bytes[r] / static_cast<std::int64_t>(sizeof(std::int32_t));
-    wanted.resize(got.size() / sizeof(std::int32_t));
-    if (!wanted.empty()) std::memcpy(wanted.data(), got.data(), got.size());
-  }
+  std::vector<std::int64_t> asked_bytes;
+  const LargeVector<std::byte> asked =
+      comm.exchange(reinterpret_cast<const std::byte*>(wanted.data()), ask_bytes, asked_bytes);
+  count(comm, ask_bytes, asked_bytes, Payload::index, counters);
 
-  // 2. Answer: a rank of this node gets the numbers of the blocks this rank holds by number;
-  //    every other block travels as bytes (read from the file, or as received).
-  std::vector<std::int64_t> number_send;
-  std::vector<std::int64_t> number_items(static_cast<std::size_t>(ranks), 0);
-  LargeVector<std::byte> record_send;
-  std::vector<std::int64_t> record_send_bytes(static_cast<std::size_t>(ranks), 0);
-  agreed(comm, [&] {
-    std::vector<std::vector<std::int64_t>> reads(static_cast<std::size_t>(ranks)), copies(static_cast<std::size_t>(ranks));
+  // 2. Answer with those rows' blocks, packed in parallel into one buffer ordered by requester.
+  const std::int64_t asked_rows = static_cast<std::int64_t>(asked.size() / sizeof(std::int32_t));
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(asked_rows));
+  if (asked_rows > 0) std::memcpy(rows.data(), asked.data(), asked.size());
+  const std::int64_t stride = record_bytes<std::uint16_t>(owned.shape.m);
+  const std::int64_t mm = owned.shape.block_values();
+  std::vector<std::int64_t> row_at(static_cast<std::size_t>(asked_rows) + 1, 0);
+  for (std::int64_t q = 0; q < asked_rows; ++q) {
+    const std::int32_t r = rows[q] - owned.row_begin;
+    row_at[q + 1] = row_at[q] + (owned.row_ptr[r + 1] - owned.row_ptr[r]) * stride;
+  }
+  std::vector<std::int64_t> reply_bytes(static_cast<std::size_t>(ranks), 0);
+  {
     std::int64_t q = 0;
     for (int r = 0; r < ranks; ++r) {
-      const bool same = file.readable_by_every_rank() && comm.same_node(r);
-      const std::size_t numbers_before = number_send.size();
-      for (std::int64_t end = q + asked_items[r]; q < end; ++q) {
-        const std::int32_t i = wanted[q] - index.row_begin;
-        if (i < 0 || i + 1 >= static_cast<std::int32_t>(index.row_ptr.size()))
-          throw std::logic_error("fetch_rows: a row asked of a rank that does not own it");
-        for (std::int64_t b = index.row_ptr[i]; b < index.row_ptr[i + 1]; ++b) {
-          const std::int64_t s = index.source[b];
-          if (s >= listed)
-            copies[r].push_back(s - listed);
-          else if (same)
-            number_send.push_back(owned.numbers[s]);
-          else
-            reads[r].push_back(owned.numbers[s]);
-        }
-      }
-      number_items[r] = static_cast<std::int64_t>(number_send.size() - numbers_before);
-      std::sort(reads[r].begin(), reads[r].end());  // runs of consecutive records read at once
-      record_send_bytes[r] = static_cast<std::int64_t>(reads[r].size() + copies[r].size()) * stride;
+      const std::int64_t rows_for_r = asked_bytes[r] / static_cast<std::int64_t>(sizeof(std::int32_t));
+      reply_bytes[r] = row_at[q + rows_for_r] - row_at[q];
+      q += rows_for_r;
     }
-    std::int64_t total = 0;
-    for (int r = 0; r < ranks; ++r) total += record_send_bytes[r];
-    record_send.resize(static_cast<std::size_t>(total));
-    std::byte* at = record_send.data();
-    for (int r = 0; r < ranks; ++r) {
-      const auto read_count = static_cast<std::int64_t>(reads[r].size());
-      read_numbered(file, std::move(reads[r]), at);
-      at += read_count * stride;
-      for (const std::int64_t c : copies[r]) {
-        std::memcpy(at, owned.received.record(c), static_cast<std::size_t>(stride));
-        at += stride;
-      }
+  }
+  LargeVector<std::byte> reply(static_cast<std::size_t>(row_at[asked_rows]));
+#pragma omp parallel for schedule(dynamic, 16) if (asked_rows > 64)
+  for (std::int64_t q = 0; q < asked_rows; ++q) {
+    const std::int32_t i = rows[q];
+    const std::int32_t r = i - owned.row_begin;
+    std::byte* rec = reply.data() + row_at[q];
+    for (std::int64_t b = owned.row_ptr[r]; b < owned.row_ptr[r + 1]; ++b, rec += stride) {
+      set_record_index(rec, i, owned.col[b]);
+      std::memcpy(rec + 8, owned.block_values(b), static_cast<std::size_t>(mm) * 2);
     }
-  });
-
-  PlacedRecords fetched;
-  fetched.numbers = exchange_items(number_send, number_items, comm, counters);
-  number_send = {};
-  // Owners hold disjoint rows: the numbers are distinct; ascending keeps the reads sequential.
-  std::sort(fetched.numbers.begin(), fetched.numbers.end());
-  fetched.received = exchange_records(shape, record_send, record_send_bytes, comm, counters);
-  return fetched;
+  }
+  return exchange_records(owned.shape, reply, reply_bytes, comm, counters);
 }
 
 namespace {

@@ -550,7 +550,7 @@ TEST_F(Mpi, StatsReportPerRankWorkAndImbalance) {
     EXPECT_TRUE(read_bytes(out_dir + "/C.bin") == expected);
   }
   // Input moved: on one node nothing at all (each rank scans the files itself); between
-  // simulated nodes record bytes and no record numbers.
+  // simulated nodes record bytes (and row requests between nodes, none within one).
   for (const auto& env : kNodeModes) {
     const bool simulated = env.front() == "BLOCKMM_SIMULATE_NODES=1";
     SCOPED_TRACE(env.front());

@@ -1,6 +1,6 @@
 // partition::distribute() under a real mpiexec (tests/partition/distribute_probe.cpp on 2-4
 // ranks), with and without BLOCKMM_SIMULATE_NODES: every rank's operands equal the one-rank
-// view of the files, ranks of one node move no record bytes (only record numbers), simulated
+// view of the files, ranks all on one node move nothing (no records, no row requests), simulated
 // nodes move record bytes between them, and a duplicate in B stops every rank with the message
 // a one-rank run gives.
 #include <gtest/gtest.h>
@@ -94,7 +94,7 @@ class Distribute : public ::testing::Test {
           }
         } else {
           // One machine, one node: every rank takes its records from the files itself, so not
-          // even record numbers move.
+          // even row requests move.
           EXPECT_EQ(total(rs, "records-between"), 0) << run.out;
           EXPECT_EQ(total(rs, "index-between"), 0) << run.out;
           EXPECT_EQ(total(rs, "index-within"), 0) << run.out;
