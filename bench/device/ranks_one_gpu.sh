@@ -31,7 +31,7 @@ w, b = moved.get("within_node", {}), moved.get("between_nodes", {})
 print(f"{label:32s} wall {int(wall_ms) / 1000:.3f} s | read {t['read']:.3f} exchange {t['exchange']:.3f} build {t['build']:.3f} "
       f"setup {t['setup']:.3f} symbolic {t['symbolic']:.3f} numeric {t['numeric']:.3f} (kernels {t['numeric_compute']:.3f}, "
       f"write {t['write']:.3f}) | imbalance {s['imbalance']:.3f} | moved within node {w.get('records', 0) / 1e6:.0f} MB records + "
-      f"{w.get('index', 0) / 1e6:.0f} MB numbers, between nodes {b.get('records', 0) / 1e6:.0f} MB")
+      f"{w.get('index', 0) / 1e6:.0f} MB row requests, between nodes {b.get('records', 0) / 1e6:.0f} MB")
 PY
     rm -f /dev/shm/$name.ranks.bin
   done

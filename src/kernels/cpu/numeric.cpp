@@ -3,8 +3,8 @@
 // SIMD block kernels of block_kernels.hpp (one call an A block, over its whole B row). The
 // accumulators are the value fields of the tiles' output records themselves, so the phase
 // holds no memory beyond the chunk buffers: tiles are processed in chunks of at most
-// --chunk-size (and at most 32 MiB) of output, and chunk c is computed while chunk c-1 is
-// written. Rows longer than a thread's share of a chunk are split into column ranges (pieces)
+// --chunk-size (and at most an eighth of the output, 2 to 32 MiB), and chunk c is computed while
+// chunk c-1 is written. Rows longer than a thread's share of a chunk are split into column ranges (pieces)
 // that run in parallel.
 #include <omp.h>
 
@@ -25,11 +25,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The most output bytes a chunk holds here, whatever --chunk-size allows (it is an upper bound):
-// two buffers this size are reused from the third chunk on, so their pages are faulted in and
-// cleared once, and the write left after the last chunk's compute stays short. On the 2-core VM
-// (bench/NOTES.md item 12) 32 MiB chunks took the m = 8 case's numeric phase from 1.8-2.4 s to
-// 1.3-1.7 s against 256 MiB.
-constexpr std::int64_t kCpuChunkBytes = std::int64_t{32} << 20;
+// an eighth of the rank's output, between 2 and 32 MiB. Two buffers this size are reused from the
+// third chunk on, so their pages are faulted in and cleared once, and the write left after the
+// last chunk's compute stays short. On the 2-core VM (bench/NOTES.md item 12) 32 MiB chunks took
+// the m = 8 case's numeric phase from 1.8-2.4 s to 1.3-1.7 s against 256 MiB, and S1 (18 MB of
+// output, one chunk before) from 0.032-0.037 s to 0.015-0.025 s in 2 MiB chunks.
+std::int64_t cpu_chunk_bytes(std::int64_t output_bytes, std::int64_t limit) {
+  const std::int64_t eighth = std::clamp<std::int64_t>(output_bytes / 8, std::int64_t{2} << 20, std::int64_t{32} << 20);
+  return std::min(limit, eighth);
+}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -120,7 +124,8 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   const std::int32_t p = ops.a.shape.block_rows();
   const std::int32_t m = ops.a.shape.m;
   const std::int64_t stride = record_bytes<std::uint32_t>(m);
-  const std::int64_t chunk_tiles = std::max<std::int64_t>(1, std::min(options.chunk_bytes, kCpuChunkBytes) / stride);
+  const std::int64_t chunk_tiles =
+      std::max<std::int64_t>(1, cpu_chunk_bytes(pattern.tiles() * stride, options.chunk_bytes) / stride);
   const int threads = omp_get_max_threads();
   // A row with more tiles than a thread's share of the chunk is split between threads.
   const std::int64_t piece_tiles = std::max<std::int64_t>(1, chunk_tiles / threads);
