@@ -17,6 +17,12 @@ namespace blockmm::operands {
 using blockmm::DuplicateMessage;
 using blockmm::OperandRole;
 
+// Stable LSD radix sort of one row's keys by block-column (a key's high 32 bits), 8 bits a pass
+// over the `column_bits` that columns can use; passes where every key has the same digit are
+// skipped. Keys arrive in record order, so equal columns (duplicates, an error anyway) stay in
+// it. `scratch` holds at least `n` keys.
+void sort_row_by_column(std::uint64_t* keys, std::int64_t n, int column_bits, std::uint64_t* scratch);
+
 // Every record's block-row must lie in [row_begin, row_end). Throws InputError on a duplicate.
 BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
                                OperandRole role, const DuplicateMessage& duplicate_message);

@@ -5,12 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <exception>
-#include <stdexcept>
-#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/parallel_failure.hpp"
+#include "operands/host_build.hpp"
 
 namespace blockmm::partition {
 namespace {
@@ -150,30 +148,6 @@ InputRecords fetch_rows(const BlockMatrix& owned, const std::vector<char>& neede
   return exchange_records(owned.shape, reply, reply_bytes, comm, counters);
 }
 
-namespace {
-
-// Stable LSD radix sort of keys by their high 32 bits (a block-column below 2^column_bits), 8
-// bits a pass; passes where every key has the same digit are skipped. `scratch` holds n keys.
-void sort_by_column(std::uint64_t* keys, std::int64_t n, int column_bits, std::uint64_t* scratch) {
-  if (n < 48) {
-    std::sort(keys, keys + n);
-    return;
-  }
-  std::uint64_t* from = keys;
-  std::uint64_t* to = scratch;
-  for (int shift = 32; shift < 32 + column_bits; shift += 8) {
-    std::int64_t start[257] = {};
-    for (std::int64_t e = 0; e < n; ++e) ++start[((from[e] >> shift) & 255) + 1];
-    if (std::find(start + 1, start + 257, n) != start + 257) continue;
-    for (int d = 0; d < 256; ++d) start[d + 1] += start[d];
-    for (std::int64_t e = 0; e < n; ++e) to[start[(from[e] >> shift) & 255]++] = from[e];
-    std::swap(from, to);
-  }
-  if (from != keys) std::memcpy(keys, from, static_cast<std::size_t>(n) * sizeof *keys);
-}
-
-}  // namespace
-
 GroupedRecords gather_rows(io::InputFile& file, const std::vector<char>& wanted,
                            const std::vector<std::int64_t>& row_counts) {
   const MatrixShape shape = file.header().shape();
@@ -302,7 +276,7 @@ GroupedRecords gather_rows(io::InputFile& file, const std::vector<char>& wanted,
           const std::int64_t length = out.row_start[i + 1] - out.row_start[i];
           if (std::is_sorted(row, row + length)) continue;
           if (scratch.size() < static_cast<std::size_t>(length)) scratch.resize(static_cast<std::size_t>(length));
-          sort_by_column(row, length, column_bits, scratch.data());
+          operands::sort_row_by_column(row, length, column_bits, scratch.data());
         }
         constexpr std::int64_t kAhead = 8;  // records read at random from the copy: prefetched
         for (std::int64_t e = 0; e < n; ++e) {
