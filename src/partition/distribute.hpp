@@ -16,19 +16,19 @@ namespace blockmm::partition {
 
 struct Distribution {
   std::vector<std::int32_t> bounds;  // ranks + 1: rank r owns output block-rows [bounds[r], bounds[r+1])
-  // This rank's A rows and the B rows its panel needs, with the rows each covers. They read
-  // straight from the files (on one rank: all of them; on several: the records that ranks of
-  // this node placed here by number), so a backend can stream them where it builds; records
-  // from ranks of other nodes arrived as bytes and are held in memory.
+  // This rank's A rows and the B rows its panel needs, with the rows each covers. On one rank
+  // they read straight from the files, so that a backend can stream them where it builds; on
+  // several they are held in memory (scanned from the files by this rank when every rank is on
+  // one node, received through MPI across nodes).
   std::unique_ptr<RecordSource> a;
   std::unique_ptr<RecordSource> b;
   OperandSpec a_spec;
   OperandSpec b_spec;
   ExchangeCounters exchanged;
   // Seconds spent here, by phase (all zero on one rank: the backend's build reads).
-  double read_seconds = 0;      // the keys of this rank's share
-  double exchange_seconds = 0;
-  double build_seconds = 0;  // the ownership index that finds duplicates in B
+  double read_seconds = 0;      // this rank's share (its keys, on one node)
+  double exchange_seconds = 0;  // on one node: the scans of the files
+  double build_seconds = 0;     // finding the duplicates of this rank's B rows
 };
 
 // "FILE: duplicate block (i, j) at records X and Y ...": the message for a duplicate in `file`
