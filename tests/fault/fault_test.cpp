@@ -25,6 +25,7 @@
 #include <tuple>
 
 #include "cli/harness/harness.hpp"
+#include "support/sanitizers.hpp"
 
 
 namespace blockmm::e2e {
@@ -147,7 +148,7 @@ std::string wait_for_temporary(Child& child, const std::string& dir, const std::
 // takes about 3 s on the reference backend with one thread (2-core VM). Under AddressSanitizer
 // (the asan-ubsan preset, -O1) the same run took 50 s, so there n = 2048: an eighth of the block
 // products, 12 s, still long enough for every test that interrupts it.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(BLOCKMM_TEST_ASAN)
 constexpr const char* kLongCaseN = "2048";
 #else
 constexpr const char* kLongCaseN = "4096";

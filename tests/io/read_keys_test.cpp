@@ -3,13 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <omp.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,31 +13,10 @@
 #include "core/error.hpp"
 #include "io/input_file.hpp"
 #include "support/random_blocks.hpp"
+#include "support/temp_input.hpp"
 
 namespace blockmm {
 namespace {
-
-// A COL380 binary file of `records`, removed with the object.
-class TempInput {
- public:
-  explicit TempInput(const InputRecords& records) {
-    char name[] = "/tmp/blockmm-keys-XXXXXX";
-    const int fd = ::mkstemp(name);
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    ::close(fd);
-    path_ = name;
-    std::ofstream out(path_, std::ios::binary);
-    const std::int32_t header[3] = {records.shape.n, records.shape.m, static_cast<std::int32_t>(records.size())};
-    out.write(reinterpret_cast<const char*>(header), sizeof header);
-    out.write(reinterpret_cast<const char*>(records.bytes.data()), static_cast<std::streamsize>(records.bytes.size()));
-    if (!out) throw std::runtime_error("cannot write " + path_);
-  }
-  ~TempInput() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TEST(InputFile, ReadKeysGivesEachRecordsRowAndColumn) {
   std::mt19937_64 rng(4);
@@ -54,7 +29,7 @@ TEST(InputFile, ReadKeysGivesEachRecordsRowAndColumn) {
     spec.density = 0.4;
     spec.shuffle = true;
     const InputRecords all = testing::random_blocks(spec, rng);
-    const TempInput file_on_disk(all);
+    const testing::TempInput file_on_disk(all, "keys");
     std::unique_ptr<io::InputFile> file = io::open_input(file_on_disk.path(), comm);
     const std::int64_t k = all.size();
     if (m == 128) {
@@ -86,7 +61,7 @@ TEST(InputFile, ReadKeysReportsTheFirstBadRecordWhateverTheThreads) {
   const std::int64_t first_bad = k / 2, second_bad = k - 3;
   set_record_index(all.record(first_bad), spec.n, 0);   // block-row outside [0, p)
   set_record_index(all.record(second_bad), -1, 0);
-  const TempInput file_on_disk(all);
+  const testing::TempInput file_on_disk(all, "keys");
   std::unique_ptr<io::InputFile> file = io::open_input(file_on_disk.path(), comm);
   std::vector<std::int32_t> keys(static_cast<std::size_t>(2 * k));
   for (int threads : {1, 4}) {

@@ -5,13 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,31 +16,10 @@
 #include "io/input_file.hpp"
 #include "partition/exchange.hpp"
 #include "support/random_blocks.hpp"
+#include "support/temp_input.hpp"
 
 namespace blockmm {
 namespace {
-
-// A COL380 binary file of `records`, removed with the object.
-class TempInput {
- public:
-  explicit TempInput(const InputRecords& records) {
-    char name[] = "/tmp/blockmm-gather-XXXXXX";
-    const int fd = ::mkstemp(name);
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    ::close(fd);
-    path_ = name;
-    std::ofstream out(path_, std::ios::binary);
-    const std::int32_t header[3] = {records.shape.n, records.shape.m, static_cast<std::int32_t>(records.size())};
-    out.write(reinterpret_cast<const char*>(header), sizeof header);
-    out.write(reinterpret_cast<const char*>(records.bytes.data()), static_cast<std::streamsize>(records.bytes.size()));
-    if (!out) throw std::runtime_error("cannot write " + path_);
-  }
-  ~TempInput() { std::remove(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string record_text(const InputRecords& r, std::int64_t q) {
   return std::string(reinterpret_cast<const char*>(r.record(q)), static_cast<std::size_t>(r.stride()));
@@ -67,7 +42,7 @@ TEST(GatherRows, WantedRowsOnceEachInRowThenColumnOrder) {
     spec.density = m == 1 ? 0.02 : 0.2;
     spec.empty_row_fraction = 0.1;
     const InputRecords all = testing::random_blocks(spec, rng);
-    const TempInput file_on_disk(all);
+    const testing::TempInput file_on_disk(all, "gather");
     std::unique_ptr<io::InputFile> file = io::open_input(file_on_disk.path(), comm);
     const std::int32_t p = all.shape.block_rows();
     for (const double keep : {1.0, 0.5, 0.01, 0.0}) {
@@ -114,7 +89,7 @@ TEST(GatherRows, CountsThatDisagreeWithTheFileThrow) {
   spec.density = 0.1;
   spec.empty_row_fraction = 0;
   const InputRecords all = testing::random_blocks(spec, rng);
-  const TempInput file_on_disk(all);
+  const testing::TempInput file_on_disk(all, "gather");
   std::unique_ptr<io::InputFile> file = io::open_input(file_on_disk.path(), comm);
   const std::vector<char> wanted(static_cast<std::size_t>(all.shape.block_rows()), 1);
   for (const std::int64_t change : {-1, 1}) {
@@ -136,7 +111,7 @@ TEST(GatherRows, DuplicatesOfOwnedRowsOnlyTheLargestFirstAndRowsKept) {
     set_record_index(record.data(), keys[e], keys[e + 1]);
     all.bytes.insert(all.bytes.end(), record.begin(), record.end());
   }
-  const TempInput file_on_disk(all);
+  const testing::TempInput file_on_disk(all, "gather");
   std::unique_ptr<io::InputFile> file = io::open_input(file_on_disk.path(), comm);
   const std::vector<char> wanted(8, 1);
   partition::GroupedRecords got = partition::gather_rows(*file, wanted, row_counts(all));
