@@ -34,7 +34,8 @@ def machine_info(build, gpu_lines, args):
         info["memory_gib"] = None
     info["gpu"] = gpu_lines
     rc, version = quiet([os.path.join(build, "blockmm"), "--version"])
-    info["blockmm"] = version if rc == 0 else "?"
+    # --version names the build's libraries on further lines; the page's "Run:" line takes the first.
+    info["blockmm"] = version.splitlines()[0] if rc == 0 and version else "?"
     build_type = "?"
     try:
         with open(os.path.join(build, "CMakeCache.txt")) as f:

@@ -119,8 +119,10 @@ class TinyRun(unittest.TestCase):
             self.assertGreater(r.floor_read_s, 0)
             self.assertGreater(r.floor_write_s, 0)
             self.assertAlmostEqual(r.floor_s, r.floor_read_s + r.floor_write_s, delta=1.01e-4)  # each rounded
+            # numeric_s is kept to 4 decimals (±5e-5 s) and the rate from the unrounded time: on a
+            # numeric phase of a few ms that rounding alone moves the rate by up to 1 %.
             self.assertAlmostEqual(r.gmacs_numeric, r.useful_macs / r.numeric_s / 1e9,
-                                   delta=r.gmacs_numeric * 1e-3 + 1e-3)
+                                   delta=r.gmacs_numeric * (5.01e-5 / r.numeric_s + 1e-3) + 1e-3)
             self.assertAlmostEqual(r.wall_over_floor, r.wall_s / r.floor_s, delta=1e-3)
         self.assertEqual([r.identical for r in self.rows], ["ref", "yes"])
         self.assertEqual([(r.ranks, r.rc, r.identical) for r in self.run_rows], [(1, 0, "ref"), (2, 0, "yes")])
