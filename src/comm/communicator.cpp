@@ -335,6 +335,61 @@ void Communicator::run_phase(const std::function<void()>& phase) const {
   agree(error);
 }
 
+struct NodeCounters::Window {
+  MPI_Win win = MPI_WIN_NULL;
+  MPI_Comm node = MPI_COMM_NULL;
+  std::vector<std::uint64_t> local;  // without MPI
+};
+
+std::unique_ptr<NodeCounters> Communicator::node_counters(int count) const {
+  std::unique_ptr<NodeCounters> counters(new NodeCounters());
+  counters->window_ = std::make_unique<NodeCounters::Window>();
+  counters->count_ = count;
+  NodeCounters::Window& w = *counters->window_;
+  if (!node_comms_) {
+    w.local.assign(static_cast<std::size_t>(std::max(count, 1)), 0);
+    counters->counters_ = w.local.data();
+    return counters;
+  }
+  // The node's first rank holds the memory; the others map it (MPI_Win_shared_query). Inside a
+  // passive epoch for all (lock_all), as the unified memory model wants for direct loads and stores.
+  int node_rank = 0;
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(node_comms_->node, &node_rank));
+  const MPI_Aint bytes = node_rank == 0 ? static_cast<MPI_Aint>(std::max(count, 1)) * 8 : 0;
+  void* mine = nullptr;
+  BLOCKMM_MPI_CHECK(MPI_Win_allocate_shared(bytes, 8, MPI_INFO_NULL, node_comms_->node, &mine, &w.win));
+  w.node = node_comms_->node;
+  BLOCKMM_MPI_CHECK(MPI_Win_set_errhandler(w.win, MPI_ERRORS_RETURN));
+  MPI_Aint size = 0;
+  int unit = 0;
+  void* base = nullptr;
+  BLOCKMM_MPI_CHECK(MPI_Win_shared_query(w.win, 0, &size, &unit, &base));
+  counters->counters_ = static_cast<std::uint64_t*>(base);
+  BLOCKMM_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w.win));
+  if (node_rank == 0) std::memset(base, 0, static_cast<std::size_t>(size));
+  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
+  BLOCKMM_MPI_CHECK(MPI_Barrier(node_comms_->node));
+  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
+  return counters;
+}
+
+NodeCounters::~NodeCounters() {
+  if (!window_ || window_->win == MPI_WIN_NULL) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  // Failures cannot be reported from a destructor; the barrier keeps a rank from freeing the
+  // memory while another still claims from it.
+  (void)MPI_Win_unlock_all(window_->win);
+  (void)MPI_Barrier(window_->node);
+  (void)MPI_Win_free(&window_->win);
+}
+
+std::uint64_t NodeCounters::fetch_add(int index, std::uint64_t value) {
+  if (index < 0 || index >= count_) throw Error(ExitCode::other, "internal error: node counter " + std::to_string(index) + " of " + std::to_string(count_));
+  return __atomic_fetch_add(counters_ + index, value, __ATOMIC_RELAXED);
+}
+
 void Communicator::abort(int exit_code) const {
   if (uses_mpi_) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);

@@ -32,6 +32,29 @@ std::int64_t mpi_piece_bytes();
 // Whether BLOCKMM_SIMULATE_NODES asks for one node per rank (set and not "0").
 bool simulate_nodes_requested();
 
+// Counters in memory that the ranks of one node share (an MPI shared-memory window; ordinary
+// memory without MPI), so that ranks can claim work from each other without messages:
+// fetch_add is one atomic instruction, safe from any thread of any rank of the node. Made by
+// Communicator::node_counters; destroying it is collective over the node (the window is freed),
+// so every rank of the node destroys it at the same point of the run.
+class NodeCounters {
+ public:
+  ~NodeCounters();
+  NodeCounters(const NodeCounters&) = delete;
+  NodeCounters& operator=(const NodeCounters&) = delete;
+  int size() const { return count_; }
+  // Adds `value` to counter `index` and returns what it held before (they start at 0).
+  std::uint64_t fetch_add(int index, std::uint64_t value = 1);
+
+ private:
+  friend class Communicator;
+  struct Window;
+  NodeCounters() = default;
+  std::unique_ptr<Window> window_;
+  std::uint64_t* counters_ = nullptr;
+  int count_ = 0;
+};
+
 class Communicator {
  public:
   // Initialises MPI if `mode` says so (automatic: when launched by an MPI launcher).
@@ -70,6 +93,10 @@ class Communicator {
   std::vector<std::int64_t> gather_all(std::int64_t value) const;
   std::vector<double> gather_all(double value) const;
   void broadcast(std::string& text, int root) const;
+
+  // Collective over this node's ranks (as the distribution sees nodes): `count` counters at 0,
+  // shared by them.
+  std::unique_ptr<NodeCounters> node_counters(int count) const;
 
   // Personalised all-to-all of bytes. `send` holds the bytes for rank 0, then rank 1, ...
   // (send_bytes[r] each); the result holds what ranks 0, 1, ... sent here, and recv_bytes

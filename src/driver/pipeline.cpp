@@ -18,6 +18,7 @@
 #include "driver/backend_choice.hpp"
 #include "driver/cores.hpp"
 #include "driver/progress.hpp"
+#include "driver/shared_rows.hpp"
 #include "io/input_file.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/product_writer.hpp"
@@ -220,7 +221,11 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   const MatrixShape work_shape = a_input->header().shape();  // the shape the backend computes on
 
   // Which records this rank multiplies (several ranks: balanced block-row ranges, exchanged).
-  partition::Distribution dist = partition::distribute(*a_input, *b_input, comm);
+  // Ranks of one node share the rows at the ends of their panels where the cpu backend will
+  // compute (driver/shared_rows.hpp): asked for where the options make it likely, settled below.
+  const bool cpu_likely = options.backend == "cpu" || (options.backend == "auto" && !cuda_warm_up.valid());
+  partition::Distribution dist =
+      partition::distribute(*a_input, *b_input, comm, cpu_likely ? shared_row_fraction(comm.size(), shape.m) : 0.0);
   mine.read += dist.read_seconds;
   mine.exchange = dist.exchange_seconds;
   mine.build = dist.build_seconds;
@@ -240,15 +245,22 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
                              estimated_rank_work(work_shape, stats.a_records, stats.b_records, comm.size()), gpu_sharers);
   });
   stats.backend = backend->name();
+  // Every rank shares rows, or none does (only backends that compute handed-out tiles can).
+  const bool share_rows = comm.sum(!dist.shared.empty() && backend->computes_handed_out_tiles() ? 0 : 1) == 0;
   mine.setup = clock.lap();
 
   progress.phase("building operands");
   std::unique_ptr<kernels::Operand> a, b;
+  SharedNumericPlan shared;
   comm.run_phase([&] {
     a = backend->build(*dist.a, dist.a_spec);
     dist.a.reset();
     b = backend->build(*dist.b, dist.b_spec);
     dist.b.reset();
+    if (share_rows && dist.below) shared.below.a = backend->build(*dist.below, dist.below_spec);
+    if (share_rows && dist.above) shared.above.a = backend->build(*dist.above, dist.above_spec);
+    dist.below.reset();
+    dist.above.reset();
   });
   mine.build += clock.lap();
 
@@ -269,7 +281,11 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   // Symbolic phase, and each rank's place in the output.
   progress.phase("symbolic");
   std::unique_ptr<kernels::ProductPattern> pattern;
-  comm.run_phase([&] { pattern = backend->symbolic(*a, *b); });
+  comm.run_phase([&] {
+    pattern = backend->symbolic(*a, *b);
+    for (NeighbourRegion* region : {&shared.below, &shared.above})
+      if (region->a) region->pattern = backend->symbolic(*region->a, *b);
+  });
   mine.symbolic = clock.lap();
   const std::int64_t first_tile = comm.exclusive_prefix_sum(pattern->tiles());
   stats.c_blocks = comm.sum(pattern->tiles());
@@ -295,7 +311,22 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   numeric_options.tiles_computed = &progress.counter();
   numeric_options.progress = [&progress](std::int64_t done) { progress.at_least(done); };
   kernels::NumericReport report;
-  comm.run_phase([&] { report = backend->numeric(*a, *b, *pattern, *writer, numeric_options); });
+  std::int64_t tiles_for_neighbours = 0;
+  if (share_rows) {
+    shared.rank = comm.rank();
+    shared.ranks = comm.size();
+    shared.m = shape.m;
+    shared.regions = &dist.shared;
+    shared.row_begin = dist.bounds[comm.rank()];
+    shared.give_first = give_shared_rows_first();
+    numeric_options.progress = nullptr;  // the tiles_computed counter moves the display
+    const SharedNumericResult result =
+        shared_numeric(*backend, *a, *b, *pattern, shared, *writer, numeric_options, comm);
+    report = result.report;
+    tiles_for_neighbours = result.tiles_for_neighbours;
+  } else {
+    comm.run_phase([&] { report = backend->numeric(*a, *b, *pattern, *writer, numeric_options); });
+  }
   mine.numeric = clock.lap();
   mine.write = report.sink_seconds;
   mine.numeric_compute = report.compute_seconds;
@@ -317,6 +348,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
 
   gather_phase_times(mine, comm, stats);
   stats.rank_bytes_exchanged = comm.gather_all(dist.exchanged.bytes_sent + dist.exchanged.bytes_received);
+  stats.shared_rows = share_rows;
+  stats.rank_tiles_for_neighbours = comm.gather_all(tiles_for_neighbours);
   stats.record_bytes_within_node = comm.sum(dist.exchanged.record_bytes_within_node);
   stats.record_bytes_between_nodes = comm.sum(dist.exchanged.record_bytes_between_nodes);
   stats.index_bytes_within_node = comm.sum(dist.exchanged.index_bytes_within_node);

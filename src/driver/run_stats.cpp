@@ -100,9 +100,11 @@ std::string stats_json(const RunStats& s) {
                      {"block_rows", s.rank_rows.at(r)},
                      {"work", s.rank_work.at(r)},
                      {"bytes_exchanged", s.rank_bytes_exchanged.at(r)},
+                     {"tiles_for_neighbours", r < s.rank_tiles_for_neighbours.size() ? s.rank_tiles_for_neighbours[r] : 0},
                      {"seconds", phases_json(s.per_rank[r])}});
   }
   j["per_rank"] = ranks;
+  j["shared_rows"] = s.shared_rows;
   j["nodes"] = s.nodes;
   j["nodes_simulated"] = s.nodes_simulated;
   j["input_bytes_moved"] = {
@@ -148,6 +150,9 @@ std::string stats_text(const RunStats& s) {
     for (std::size_t r = 0; r < s.per_rank.size(); ++r)
       out << "    rank " << r << ": " << with_thousands(s.rank_rows[r]) << " block-rows, work "
           << with_thousands(s.rank_work[r]) << ", exchanged " << bytes_text(static_cast<double>(s.rank_bytes_exchanged[r]))
+          << (s.shared_rows && r < s.rank_tiles_for_neighbours.size()
+                  ? ", computed " + with_thousands(s.rank_tiles_for_neighbours[r]) + " of its neighbours' tiles"
+                  : std::string())
           << ", total " << fixed(s.per_rank[r].total, 3) << " s\n";
   }
   return out.str();

@@ -58,6 +58,10 @@ struct RunStats {
   std::vector<std::int64_t> rank_work;      // block products per rank
   std::vector<std::int64_t> rank_rows;      // block-rows per rank
   std::vector<std::int64_t> rank_bytes_exchanged;
+  // Rows shared with the neighbours (driver/shared_rows.hpp): the output tiles of its
+  // neighbours' panels each rank computed.
+  bool shared_rows = false;
+  std::vector<std::int64_t> rank_tiles_for_neighbours;
   // Input moved through MPI, summed over the ranks that sent it (partition::ExchangeCounters):
   // record bytes and index bytes (the block-rows asked for), within a node and between nodes.
   // Ranks all on one node move neither.

@@ -79,15 +79,18 @@ class Hdf5ProductWriter final : public ProductWriter {
     pieces_.write(first_tile, count, records, [this](std::int64_t first, std::int64_t c, const std::byte* bytes) {
       content_->write_records(first_tile_ + first, c, bytes);
     });
-    next_tile_ = first_tile + count;
+    tiles_written_ += count;
     written_ += count * (4 + 4 * header_.block_values());
   }
 
   void finish() override {
+    // Every tile once: the ranks' writes add up to the product (tiles of shared rows are written
+    // by whichever neighbour computed them; a panel's own tiles are checked against its pattern).
+    const std::int64_t tiles = comm_.sum(tiles_written_);
     comm_.run_phase([&] {
-      if (next_tile_ != row_ptr_.back())
-        internal("the HDF5 writer received " + std::to_string(next_tile_) + " of this panel's " +
-                 std::to_string(row_ptr_.back()) + " blocks");
+      if (tiles != header_.nnzb)
+        internal("the HDF5 writers received " + std::to_string(tiles) + " of the product's " +
+                 std::to_string(header_.nnzb) + " blocks");
       file_->sync_and_close();
     });
     output_.commit();
@@ -152,26 +155,44 @@ class Hdf5ProductWriter final : public ProductWriter {
     }
   }
 
-  // The records must be the pattern's tiles in order; checked because /indptr is written from the
-  // pattern and /indices from the records.
-  void check_records(std::int64_t first_tile, std::int64_t count, const std::byte* records) {
-    if (first_tile != next_tile_ || count < 0 || first_tile + count > row_ptr_.back())
+  // The records of one write must be tiles in order. Those of this panel must follow its pattern
+  // (/indptr is written from the pattern and /indices from the records); tiles outside it (of a
+  // neighbour's rows this rank computed, partition/row_sharing.hpp) must lie inside the product,
+  // in the order of the file. Writes may come in any order, one at a time (possibly from a helper
+  // thread); finish() checks that they add up.
+  void check_records(std::int64_t first_tile, std::int64_t count, const std::byte* records) const {
+    const std::int64_t panel_tiles = row_ptr_.back();
+    const bool in_panel = first_tile >= 0 && first_tile + count <= panel_tiles;
+    const bool in_product = first_tile_ + first_tile >= 0 && first_tile_ + first_tile + count <= header_.nnzb;
+    const bool outside_panel = first_tile + count <= 0 || first_tile >= panel_tiles;
+    if (count < 0 || !in_product || (!in_panel && !outside_panel))
       internal("the HDF5 writer got tiles [" + std::to_string(first_tile) + ", " + std::to_string(first_tile + count) +
-               ") after " + std::to_string(next_tile_));
+               ") of a panel of " + std::to_string(panel_tiles) + " starting at " + std::to_string(first_tile_) +
+               " of " + std::to_string(header_.nnzb));
     const std::int64_t stride = record_bytes<std::uint32_t>(header_.m);
     // With labels, indices are labels: below their count (and so below p).
     const std::int64_t p = labels_ != nullptr ? static_cast<std::int64_t>(labels_->size()) : header_.block_rows();
+    std::int64_t row = 0;  // the panel's row holding the tile (in_panel)
+    if (in_panel && count > 0)
+      row = std::upper_bound(row_ptr_.begin(), row_ptr_.end(), first_tile) - row_ptr_.begin() - 1;
+    std::int32_t previous_i = -1, previous_j = -1;
     for (std::int64_t t = 0; t < count; ++t) {
       const std::int64_t tile = first_tile + t;
-      while (row_ptr_[cursor_row_ + 1] <= tile) ++cursor_row_;
       const std::byte* record = records + t * stride;
       const std::int32_t i = record_row(record);
       const std::int32_t j = record_col(record);
-      const bool first_of_row = tile == row_ptr_[cursor_row_];
-      if (i != row_begin_ + cursor_row_ || j < 0 || j >= p || (!first_of_row && j <= previous_col_))
+      bool follows = i >= 0 && i < p && j >= 0 && j < p && (i > previous_i || (i == previous_i && j > previous_j));
+      if (in_panel) {
+        while (row_ptr_[static_cast<std::size_t>(row) + 1] <= tile) ++row;
+        follows = follows && i == row_begin_ + row;
+      } else {
+        follows = follows && (i < row_begin_ || i >= row_begin_ + static_cast<std::int64_t>(row_ptr_.size()) - 1);
+      }
+      if (!follows)
         internal("output tile " + std::to_string(tile) + " is block (" + std::to_string(i) + ", " + std::to_string(j) +
                  "), which does not follow the panel's pattern");
-      previous_col_ = j;
+      previous_i = i;
+      previous_j = j;
     }
   }
 
@@ -184,9 +205,7 @@ class Hdf5ProductWriter final : public ProductWriter {
   std::int32_t row_begin_ = 0;
   std::vector<std::int64_t> row_ptr_{0};
   std::int64_t first_tile_ = 0;
-  std::int64_t next_tile_ = 0;    // write() calls come in order; they may come from a helper thread,
-  std::int64_t cursor_row_ = 0;   // one at a time, so these need no lock
-  std::int32_t previous_col_ = -1;
+  std::int64_t tiles_written_ = 0;  // write() calls come one at a time: no lock
   const std::vector<std::int32_t>* labels_ = nullptr;
   FileIndexPieces pieces_;
   std::atomic<std::int64_t> written_{0};

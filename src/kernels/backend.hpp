@@ -36,6 +36,12 @@ struct NumericOptions {
   // When set, backends may add each finished tile (or row of tiles) to it from inside their
   // loops, for a progress display that moves within a chunk; relaxed increments suffice.
   std::atomic<std::int64_t>* tiles_computed = nullptr;
+  // When set, the backend computes only the pattern's tiles [begin, end) that this hands out,
+  // range after range until it returns false, instead of all of them in order: the ranges a
+  // rank claims of rows it shares with its neighbours (partition/row_sharing.hpp). `progress`
+  // then counts the tiles computed. Only a backend whose computes_handed_out_tiles() is true
+  // takes it.
+  std::function<bool(std::int64_t& begin, std::int64_t& end)> next_tiles;
 };
 
 struct NumericReport {
@@ -81,6 +87,8 @@ class Backend {
   // Computes the pattern's tiles and hands them to `sink` in order, in chunks.
   virtual NumericReport numeric(const Operand& a, const Operand& b, const ProductPattern& pattern, RecordSink& sink,
                                 const NumericOptions& options) = 0;
+  // Whether numeric() honours NumericOptions::next_tiles.
+  virtual bool computes_handed_out_tiles() const { return false; }
   // Seconds of the backend's own steps inside the phases (e.g. the upload within the build),
   // for --stats=json; empty where a backend has nothing finer to say.
   virtual std::map<std::string, double> step_seconds() const { return {}; }

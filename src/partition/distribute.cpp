@@ -1,6 +1,7 @@
 #include "partition/distribute.hpp"
 
 #include <chrono>
+#include <cstring>
 
 #include "operands/host_build.hpp"
 #include "partition/work.hpp"
@@ -22,11 +23,23 @@ class Lap {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
+// Records of block-rows [row_begin, row_end) of `grouped` (contiguous there: grouped by row).
+InputRecords row_slice(const GroupedRecords& grouped, std::int32_t row_begin, std::int32_t row_end) {
+  InputRecords slice;
+  slice.shape = grouped.records.shape;
+  const std::int64_t stride = grouped.records.stride();
+  const std::int64_t first = grouped.row_start[static_cast<std::size_t>(row_begin)];
+  const std::int64_t last = grouped.row_start[static_cast<std::size_t>(row_end)];
+  slice.bytes.resize(static_cast<std::size_t>((last - first) * stride));
+  if (last > first) std::memcpy(slice.bytes.data(), grouped.records.record(first), slice.bytes.size());
+  return slice;
+}
+
 // Every rank on one node, both files readable by each: each rank reads the keys of its share
 // (for the work estimate), then takes its A rows and the B rows it needs from the files itself,
 // in one scan of each. Nothing but per-row counts crosses between ranks.
 Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                                    Distribution d) {
+                                    Distribution d, double shared_fraction) {
   const std::int32_t p = a_file.header().shape().block_rows();
   Lap lap;
   RecordKeys a_keys, b_keys;
@@ -44,14 +57,33 @@ Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file
   comm.run_phase([&] {
     const std::vector<std::int64_t> a_counts = global_row_counts(a_keys, p, comm);
     const std::vector<std::int64_t> b_counts = global_row_counts(b_keys, p, comm);
-    d.bounds = balanced_ranges(global_row_work(a_keys, b_counts, comm), comm.size());
+    const std::vector<std::int64_t> work = global_row_work(a_keys, b_counts, comm);
+    d.bounds = balanced_ranges(work, comm.size());
+    d.shared = shared_regions(work, d.bounds, shared_fraction);
     a_keys = {};
     b_keys = {};
-    const std::int32_t lo = d.bounds[comm.rank()], hi = d.bounds[comm.rank() + 1];
-    std::fill(owned.begin() + lo, owned.begin() + hi, 1);
+    const int r = comm.rank();
+    const std::int32_t lo = d.bounds[r], hi = d.bounds[r + 1];
+    // This rank's rows, and its neighbours' regions next to them.
+    const std::int32_t from = d.shared.empty() || r == 0 ? lo : d.shared.tail_begin[r - 1];
+    const std::int32_t to = d.shared.empty() || r + 1 == comm.size() ? hi : d.shared.head_end[r + 1];
+    std::fill(owned.begin() + from, owned.begin() + to, 1);
     a_rows = gather_rows(a_file, owned, a_counts);
-    // The B rows this rank's A blocks reference, and its own rows (their duplicates are its to find).
+    // The B rows these A blocks reference, and its own rows (their duplicates are its to find).
     needed = referenced_columns(a_rows.records, p);
+    if (from < lo) {
+      d.below = std::make_unique<MemoryRecordSource>(row_slice(a_rows, from, lo));
+      d.below_spec = {from, lo, OperandRole::left, d.a_spec.duplicate_message};
+    }
+    if (hi < to) {
+      d.above = std::make_unique<MemoryRecordSource>(row_slice(a_rows, hi, to));
+      d.above_spec = {hi, to, OperandRole::left, d.a_spec.duplicate_message};
+    }
+    if (from < lo || hi < to) {
+      std::vector<char> mine(static_cast<std::size_t>(p), 0);
+      std::fill(mine.begin() + lo, mine.begin() + hi, 1);
+      a_rows = keep_rows(std::move(a_rows), mine);
+    }
     std::vector<char> wanted(needed);
     std::fill(wanted.begin() + lo, wanted.begin() + hi, 1);
     b_rows = gather_rows(b_file, wanted, b_counts);
@@ -80,7 +112,8 @@ DuplicateMessage duplicate_message(const io::InputFile& file) {
   };
 }
 
-Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm) {
+Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
+                        double shared_fraction) {
   const MatrixShape shape = a_file.header().shape();
   const std::int32_t p = shape.block_rows();
   Distribution d;
@@ -94,7 +127,7 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
   }
 
   if (comm.nodes() == 1 && a_file.readable_by_every_rank() && b_file.readable_by_every_rank())
-    return distribute_within_node(a_file, b_file, comm, std::move(d));
+    return distribute_within_node(a_file, b_file, comm, std::move(d), shared_fraction);
 
   // Across nodes: each rank reads its share of both files, the records travel to the owner of
   // their block-row as bytes, and each rank fetches the B rows its panel needs from their owners.

@@ -11,6 +11,7 @@
 #include "core/record_source.hpp"
 #include "io/input_file.hpp"
 #include "partition/exchange.hpp"
+#include "partition/row_sharing.hpp"
 
 namespace blockmm::partition {
 
@@ -24,6 +25,15 @@ struct Distribution {
   std::unique_ptr<RecordSource> b;
   OperandSpec a_spec;
   OperandSpec b_spec;
+  // Rows shared with the neighbouring ranks (row_sharing.hpp; empty regions: none): the
+  // records of rank r-1's tail region (`below`, rows [tail_begin[r-1], bounds[r])) and of rank
+  // r+1's head region (`above`), which this rank may compute for them. `b` holds the B rows
+  // they reference too. Null where there is no such region.
+  SharedRegions shared;
+  std::unique_ptr<RecordSource> below;
+  std::unique_ptr<RecordSource> above;
+  OperandSpec below_spec;
+  OperandSpec above_spec;
   ExchangeCounters exchanged;
   // Seconds spent here, by phase (all zero on one rank: the backend's build reads).
   double read_seconds = 0;      // this rank's share (its keys, on one node)
@@ -36,7 +46,10 @@ struct Distribution {
 DuplicateMessage duplicate_message(const io::InputFile& file);
 
 // Collective. Duplicate blocks anywhere in A or B are reported (InputError naming the file and
-// records) by the time every rank has built its operands from the result.
-Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm);
+// records) by the time every rank has built its operands from the result. `shared_fraction` > 0
+// asks for rows shared with the neighbours (about that fraction of a rank's work at each end of
+// its panel); they are shared only where every rank is on one node.
+Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
+                        double shared_fraction = 0);
 
 }  // namespace blockmm::partition

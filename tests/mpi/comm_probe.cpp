@@ -11,10 +11,13 @@
 //   comm_probe nodes-single    the same without MPI (a plain blockmm run)
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -62,6 +65,35 @@ int main(int argc, char** argv) {
       for (int r = 0; r < ranks; ++r) same += comm.same_node(r) ? '1' : '0';
       std::printf("rank %d: nodes %d node %d leader %d machine %d same %s%s\n", rank, comm.nodes(), comm.node(),
                   comm.node_leader(), comm.node_size(), same.c_str(), comm.simulated_nodes() ? " simulated" : "");
+    } else if (scenario == "counters") {
+      // Every rank's threads claim values from two node counters at once: between them, the
+      // ranks must see each value of each counter exactly once.
+      constexpr int kThreads = 4, kClaims = 3000;
+      std::unique_ptr<blockmm::comm::NodeCounters> counters = comm.node_counters(2);
+      std::vector<std::vector<std::uint64_t>> seen(kThreads);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+          for (int c = 0; c < kClaims; ++c) seen[t].push_back(counters->fetch_add(c % 2) * 2 + c % 2);
+        });
+      for (std::thread& thread : threads) thread.join();
+      std::vector<std::uint64_t> mine;
+      for (const auto& values : seen) mine.insert(mine.end(), values.begin(), values.end());
+      counters.reset();
+      std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks), 0);
+      send_bytes[0] = static_cast<std::int64_t>(mine.size() * sizeof(std::uint64_t));
+      std::vector<std::int64_t> recv_bytes;
+      blockmm::LargeVector<std::byte> got;
+      comm.run_phase([&] { got = comm.exchange(reinterpret_cast<const std::byte*>(mine.data()), send_bytes, recv_bytes); });
+      if (rank == 0) {
+        std::vector<std::uint64_t> all(got.size() / sizeof(std::uint64_t));
+        std::memcpy(all.data(), got.data(), got.size());
+        std::sort(all.begin(), all.end());
+        if (all.size() != static_cast<std::size_t>(ranks) * kThreads * kClaims)
+          throw blockmm::Error(blockmm::ExitCode::other, "wrong number of claims");
+        for (std::size_t v = 0; v < all.size(); ++v)
+          if (all[v] != v) throw blockmm::Error(blockmm::ExitCode::other, "value " + std::to_string(v) + " claimed twice or never");
+      }
     } else if (scenario == "unknown") {
       comm.run_phase([&] {
         if (rank == 1) throw 42;

@@ -65,6 +65,18 @@ TEST(Communicator, ExchangeDeliversEveryMessage) {
     EXPECT_NE(run.out.find("rank " + std::to_string(r) + ": exit 0"), std::string::npos) << run.describe();
 }
 
+// Node counters (shared memory of the node's ranks): threads of every rank claim at once, and
+// each value is handed out exactly once; 1 rank and 3.
+TEST(Communicator, NodeCountersHandOutEachValueOnce) {
+  for (int ranks : {1, 3}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const RunResult run = probe("counters", {}, ranks);
+    ASSERT_EQ(run.exit_code, 0) << run.describe();
+    for (int r = 0; r < ranks; ++r)
+      EXPECT_NE(run.out.find("rank " + std::to_string(r) + ": exit 0"), std::string::npos) << run.describe();
+  }
+}
+
 // Every rank of one mpiexec shares this machine: one node, led by rank 0, every rank on it.
 TEST(Communicator, RanksOfOneMachineAreOneNode) {
   for (const char* setting : {"BLOCKMM_SIMULATE_NODES=", "BLOCKMM_SIMULATE_NODES=0"}) {

@@ -271,6 +271,85 @@ TEST_F(Mpi, SimulatedNodesGiveIdenticalFilesBinaryAndHdf5) {
   }
 }
 
+// Ranks of one node share the rows at the ends of their panels (driver/shared_rows.hpp): a
+// neighbour may compute them and writes them at their place in the file. BLOCKMM_SHARE_ROWS=give
+// makes each rank claim its neighbours' regions before its own panel, so that most shared tiles
+// are computed by the neighbour; the files must be the plain run's all the same, binary and
+// HDF5, whatever the chunk size (granules follow it), and --stats says who computed what.
+TEST_F(Mpi, RowsSharedWithNeighboursGiveIdenticalFiles) {
+  std::mt19937_64 rng(3131);
+  std::vector<std::pair<std::string, testing::RandomSpec>> cases;
+  testing::RandomSpec four;
+  four.n = 1020;
+  four.m = 4;
+  four.density = 0.03;
+  four.max_value = 65535;
+  cases.emplace_back("m = 4", four);
+  testing::RandomSpec saturating;  // m = 8, every value 65535: sums saturate
+  saturating.n = 400;
+  saturating.m = 8;
+  saturating.density = 0.1;
+  cases.emplace_back("saturating m = 8", saturating);
+  testing::RandomSpec awkward;
+  awkward.n = 335;  // 67 block-rows
+  awkward.m = 5;
+  awkward.density = 0.08;
+  awkward.zero_block_fraction = 0.1;
+  cases.emplace_back("m = 5, zero blocks", awkward);
+  for (const auto& [name, spec] : cases) {
+    SCOPED_TRACE(name);
+    InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
+    if (name.rfind("saturating", 0) == 0)
+      for (InputRecords* x : {&a, &b})
+        for (std::int64_t q = 0; q < x->size(); ++q)
+          for (std::int64_t v = 0; v < std::int64_t{spec.m} * spec.m; ++v) {
+            const std::uint16_t top = 65535;
+            std::memcpy(x->record(q) + 8 + 2 * v, &top, 2);
+          }
+    const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+    const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    for (const char* chunk : {"16K", "4M"}) {
+      if (name != "m = 4" && std::string(chunk) == "4M") continue;  // one case covers large chunks
+      SCOPED_TRACE(std::string("--chunk-size ") + chunk);
+      expect_identical(pa, pb, plain, {2, 3, 4}, {"--chunk-size", chunk}, {"BLOCKMM_SHARE_ROWS=give"});
+    }
+    // Who computed what: with "give", neighbours computed shared tiles; with sharing off, none.
+    for (const char* mode : {"give", "0"}) {
+      SCOPED_TRACE(std::string("BLOCKMM_SHARE_ROWS=") + mode);
+      const std::string out = out_dir + "/C.bin";
+      const MpiRun m = run_mpi(3, {"-q", "--threads", "1", "--stats=json", pa, pb, out},
+                               {std::string("BLOCKMM_SHARE_ROWS=") + mode});
+      ASSERT_TRUE(mpi_succeeded(m));
+      EXPECT_TRUE(read_bytes(out) == plain);
+      nlohmann::json j;
+      ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
+      const bool sharing = std::string(mode) == "give";
+      EXPECT_EQ(j.at("shared_rows").get<bool>(), sharing);
+      std::int64_t helped = 0;
+      for (const auto& entry : j.at("per_rank")) helped += entry.at("tiles_for_neighbours").get<std::int64_t>();
+      if (sharing) {
+        EXPECT_GT(helped, 0);
+      } else {
+        EXPECT_EQ(helped, 0);
+      }
+      EXPECT_LT(helped, static_cast<std::int64_t>(sparse_oracle(a, b).size()));
+      std::remove(out.c_str());
+    }
+    // HDF5: the products compared as their COL380 conversion (HDF5 stamps times in its headers).
+    for (int n : {2, 3}) {
+      SCOPED_TRACE("HDF5, mpiexec -n " + std::to_string(n));
+      const std::string out = out_dir + "/C.h5", back = scratch / "C-from-h5.bin";
+      ASSERT_TRUE(mpi_succeeded(run_mpi(n, {"-q", "--threads", "1", "--chunk-size", "16K", pa, pb, out},
+                                        {"BLOCKMM_SHARE_ROWS=give"})));
+      convert(out, back);
+      EXPECT_TRUE(read_bytes(back) == plain) << "HDF5 product under " << n << " ranks differs from the plain run";
+      std::remove(out.c_str());
+      std::remove(back.c_str());
+    }
+  }
+}
+
 TEST_F(Mpi, SkewedInputsGiveIdenticalFiles) {
   std::mt19937_64 rng(99);
   const InputRecords a = skewed_blocks(512, 4, 1.2, 1500, 0, 65535, rng);  // row 0 heaviest, empty tail rows

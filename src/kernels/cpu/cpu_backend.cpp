@@ -14,6 +14,7 @@ class CpuBackend final : public HostBackend {
     if (threads > 0) omp_set_num_threads(threads);
   }
   std::string name() const override { return "cpu"; }
+  bool computes_handed_out_tiles() const override { return true; }
 
  protected:
   TilePattern symbolic(const Operands& operands) override { return cpu_symbolic(operands); }

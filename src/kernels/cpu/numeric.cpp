@@ -143,8 +143,32 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   }
   std::vector<RowPiece> pieces;
 
-  for (std::int64_t t0 = 0; t0 < total;) {
-    const std::int64_t t1 = std::min(total, t0 + chunk_tiles);
+  // The tiles to compute: all of them in order, or the ranges options.next_tiles hands out
+  // (rows shared with other ranks), each cut into chunks.
+  std::int64_t left_begin = 0, left_end = 0;  // what is left of the current range
+  bool all_handed_out = false;
+  const auto next_chunk = [&](std::int64_t& t0, std::int64_t& t1) {
+    while (left_begin >= left_end) {
+      if (options.next_tiles) {
+        if (!options.next_tiles(left_begin, left_end)) return false;
+        if (left_begin < 0 || left_end > total)
+          throw Error(ExitCode::other, "internal error: tiles [" + std::to_string(left_begin) + ", " +
+                                           std::to_string(left_end) + ") handed out of " + std::to_string(total));
+      } else {
+        if (all_handed_out) return false;
+        all_handed_out = true;
+        left_begin = 0;
+        left_end = total;
+      }
+    }
+    t0 = left_begin;
+    t1 = std::min(left_end, t0 + chunk_tiles);
+    left_begin = t1;
+    return true;
+  };
+  std::int64_t done = 0;
+
+  for (std::int64_t t0 = 0, t1 = 0; next_chunk(t0, t1);) {
     const std::int64_t count = t1 - t0;
     split_into_pieces(pattern, t0, t1, piece_tiles, pieces);
 
@@ -189,8 +213,8 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
     else
       pending_write = std::async(std::launch::async, write_chunk);
     ++report.chunks;
-    if (options.progress) options.progress(t1);
-    t0 = t1;
+    done += count;
+    if (options.progress) options.progress(done);
   }
   if (pending_write.valid()) report.sink_seconds += pending_write.get();
   return report;

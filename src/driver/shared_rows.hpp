@@ -1,0 +1,56 @@
+// The numeric phase of a rank that shares rows with its neighbours on one node
+// (partition/row_sharing.hpp): its panel's core first, then granules of its own head and tail
+// and of the neighbours' regions beside them, claimed through node-shared counters, each written
+// at its place in the file by whoever computed it. The driver decides whether rows are shared;
+// this runs the claims.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "comm/communicator.hpp"
+#include "core/record_sink.hpp"
+#include "kernels/backend.hpp"
+#include "partition/row_sharing.hpp"
+
+namespace blockmm::driver {
+
+// How much of each panel's work is shared at either end: about an eighth, which absorbs ranks
+// up to about 1.25x apart in speed; its cost is the neighbours' regions built and their symbolic
+// phase run twice, which repays only where block products are the work: m >= 4 (bench/NOTES.md
+// item 14). 0 (no sharing) for one rank, m < 4, or BLOCKMM_SHARE_ROWS=0.
+double shared_row_fraction(int ranks, std::int32_t m);
+
+// BLOCKMM_SHARE_ROWS=give: each rank claims its neighbours' regions before its own panel, so
+// that a neighbour computes most shared tiles (tests use it to cover that path).
+bool give_shared_rows_first();
+
+// A neighbour's region that this rank may compute: its operand and pattern here.
+struct NeighbourRegion {
+  std::unique_ptr<kernels::Operand> a;
+  std::unique_ptr<kernels::ProductPattern> pattern;
+};
+
+struct SharedNumericPlan {
+  int rank = 0;
+  int ranks = 1;
+  std::int32_t m = 1;
+  const partition::SharedRegions* regions = nullptr;
+  std::int32_t row_begin = 0;  // this rank's panel: block-rows [row_begin, row_end)
+  NeighbourRegion below;       // rank - 1's tail (a null operand: none)
+  NeighbourRegion above;       // rank + 1's head
+  bool give_first = false;
+};
+
+struct SharedNumericResult {
+  kernels::NumericReport report;
+  std::int64_t tiles_for_neighbours = 0;  // tiles of the neighbours' panels computed here
+};
+
+// Collective over the ranks (all on one node). Checks first that each region's tiles agree
+// between its owner and its helper (they ran the same exact symbolic phase on the same rows).
+SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Operand& a, const kernels::Operand& b,
+                                   const kernels::ProductPattern& pattern, SharedNumericPlan& plan, RecordSink& sink,
+                                   const kernels::NumericOptions& options, const comm::Communicator& comm);
+
+}  // namespace blockmm::driver
