@@ -34,7 +34,7 @@ SharedRegions shared_regions(const std::vector<std::int64_t>& work, const std::v
 }
 
 std::int64_t granule_tiles(std::int64_t region_tiles, std::int64_t max_tiles) {
-  return std::max<std::int64_t>(1, std::min((region_tiles + 15) / 16, max_tiles));
+  return std::max<std::int64_t>(1, std::min((region_tiles + 3) / 4, max_tiles));
 }
 
 void TileClaims::add_own(std::int64_t begin, std::int64_t end) {

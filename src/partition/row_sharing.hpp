@@ -29,8 +29,11 @@ struct SharedRegions {
 SharedRegions shared_regions(const std::vector<std::int64_t>& work, const std::vector<std::int32_t>& bounds,
                              double fraction);
 
-// Tiles a granule of a region holds: about a sixteenth of the region, at most `max_tiles` (the
-// chunk limit). Owner and helper compute it from the same figures, so they cut alike.
+// Tiles a granule of a region holds: a quarter of the region (so about 1/32 of a panel's work
+// at the default fraction), at most `max_tiles` (the chunk limit). Each granule is a chunk of
+// the numeric phase, whose thread team meets at its end: sixteenths cost 10-15 % of the numeric
+// phase on 8 threads a rank (bench/NOTES.md item 14). Owner and helper compute it from the same
+// figures, so they cut alike.
 std::int64_t granule_tiles(std::int64_t region_tiles, std::int64_t max_tiles);
 
 // Claims one granule of a region: returns the number of the next unclaimed granule (they are

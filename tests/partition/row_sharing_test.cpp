@@ -67,11 +67,11 @@ TEST(SharedRegions, NoneForOnePartOrNoFraction) {
   for (int r = 0; r < 3; ++r) EXPECT_LE(tiny.head_end[r], tiny.tail_begin[r]);
 }
 
-TEST(Granules, AboutASixteenthAndNeverAboveTheChunk) {
+TEST(Granules, AQuarterAndNeverAboveTheChunk) {
   EXPECT_EQ(granule_tiles(0, 100), 1);
   EXPECT_EQ(granule_tiles(1, 100), 1);
-  EXPECT_EQ(granule_tiles(160, 100), 10);
-  EXPECT_EQ(granule_tiles(161, 100), 11);
+  EXPECT_EQ(granule_tiles(40, 100), 10);
+  EXPECT_EQ(granule_tiles(41, 100), 11);
   EXPECT_EQ(granule_tiles(1 << 20, 100), 100);
   EXPECT_EQ(granule_tiles(1 << 20, 0), 1);
 }
