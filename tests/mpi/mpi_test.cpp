@@ -27,7 +27,7 @@
 namespace blockmm::e2e {
 namespace {
 
-// The rank counts an identity test runs. Under AddressSanitizer (CI's second pass over the suite,
+// The rank counts a test sweeps. Under AddressSanitizer (CI's second pass over the suite,
 // which looks for memory errors, not rank-count coverage) every rank's start costs about a
 // second, so that build keeps the smallest several-rank count and the largest of the list; the
 // release build runs them all.
@@ -378,7 +378,7 @@ TEST_F(Mpi, SkewedInputsGiveIdenticalFiles) {
   const std::string pa = put("a.bin", a), pb = put("b.bin", b);
   const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
   const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
-  expect_identical(pa, pb, plain, {1, 2, 3, 4});
+  expect_identical(pa, pb, plain, rank_counts({1, 2, 3, 4}));
   // The same with the operands swapped (then B is the skewed one) and in small chunks.
   const std::vector<std::byte> swapped = plain_product(pb, pa);
   EXPECT_TRUE(swapped == encode(sparse_oracle(b, a)));
@@ -517,7 +517,7 @@ TEST_F(Mpi, Col380PairsGiveIdenticalFilesAndMatchTheGold) {
       ASSERT_EQ(parse(plain, got), "");
       EXPECT_EQ(testing::compare_outputs(gold, got), "");
     }
-    expect_identical(pa, pb, plain, {1, 2, 3, 4});
+    expect_identical(pa, pb, plain, rank_counts({1, 2, 3, 4}));
   }
 }
 
@@ -540,7 +540,7 @@ TEST_F(Mpi, OutOfRangeIndexInTheLastRecordStopsEveryRank) {
   InputRecords bad = good_a;
   set_record_index(bad.record(last), 100, record_col(bad.record(last)));  // p = 100
   const std::string pa = put("a.bin", good_a), pb = put("b.bin", good_b), pbad = put("bad.bin", bad);
-  for (int n : {2, 3, 4}) {
+  for (int n : rank_counts({2, 3, 4})) {
     SCOPED_TRACE("mpiexec -n " + std::to_string(n));
     EXPECT_TRUE(every_rank_failed(run_mpi(n, {"-q", "--threads", "1", pbad, pb, out_dir + "/C.bin"}), 3, pbad,
                                   {"record " + std::to_string(last), "100"}, out_dir));
@@ -562,7 +562,7 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
   ASSERT_EQ(plain.exit_code, 3) << plain.describe();
   const std::string plain_line = split_lines(plain.err).at(0);
   for (const auto& env : kNodeModes) {
-    for (int n : {2, 3, 4}) {
+    for (int n : rank_counts({2, 3, 4})) {
       SCOPED_TRACE("mpiexec -n " + std::to_string(n) + " " + env.front());
       const MpiRun left = run_mpi(n, {"-q", "--threads", "1", pbad, pb, out_dir + "/C.bin"}, env);
       EXPECT_TRUE(every_rank_failed(left, 3, pbad, {"duplicate", pair, "0", std::to_string(last)}, out_dir));
