@@ -48,13 +48,19 @@ constexpr std::int32_t kMaxBuildRows = 1 << 12;
 
 // A new file (new inode) for every input, removed afterwards: libhdf5 recognises a file it still
 // holds open by device and inode, and would serve the previous input's cached metadata for a file
-// rewritten in place, making findings depend on the inputs before them.
+// rewritten in place, making findings depend on the inputs before them. In BLOCKMM_FUZZ_SCRATCH
+// when set (fuzz_run.py's own folder, removed after the run: the input in flight when libhdf5
+// crashes the process is never unlinked here), else /dev/shm or TMPDIR.
 class ScratchFile {
  public:
   ScratchFile() {
     static const std::string base = [] {
       const char* tmp = std::getenv("TMPDIR");
-      const std::string dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : tmp != nullptr ? tmp : "/tmp";
+      const char* scratch = std::getenv("BLOCKMM_FUZZ_SCRATCH");
+      const std::string dir = scratch != nullptr && *scratch != '\0'       ? scratch
+                              : ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
+                              : tmp != nullptr                  ? tmp
+                                                                : "/tmp";
       return dir + "/blockmm-fuzz-" + std::to_string(::getpid()) + "-";
     }();
     static unsigned long long counter = 0;

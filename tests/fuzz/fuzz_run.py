@@ -18,11 +18,13 @@ later input crash, which a replay of that input alone does not show.
 Exit code: 0 clean (or only upstream findings), 1 a blockmm finding, 2 the fuzzer did not run.
 """
 import argparse
+import atexit
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 # Frames at the top of a report that belong to the sanitizers, libFuzzer or libc, not to the culprit.
@@ -109,6 +111,11 @@ def main():
     os.makedirs(artifacts)
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = "1"  # small inputs; idle OpenMP threads would spin on a shared machine
+    # The harness's scratch inputs go into a folder of this run's, removed at the end: an input in
+    # flight when libhdf5 crashes the process is never unlinked by the harness.
+    inputs = tempfile.mkdtemp(prefix="blockmm-fuzz-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    atexit.register(shutil.rmtree, inputs, True)
+    env["BLOCKMM_FUZZ_SCRATCH"] = inputs
 
     start = time.monotonic()
     executions = 0
