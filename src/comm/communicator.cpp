@@ -386,7 +386,9 @@ NodeCounters::~NodeCounters() {
 }
 
 std::uint64_t NodeCounters::fetch_add(int index, std::uint64_t value) {
-  if (index < 0 || index >= count_) throw Error(ExitCode::other, "internal error: node counter " + std::to_string(index) + " of " + std::to_string(count_));
+  if (index < 0 || index >= count_)
+    throw Error(ExitCode::other,
+                "internal error: node counter " + std::to_string(index) + " of " + std::to_string(count_));
   return __atomic_fetch_add(counters_ + index, value, __ATOMIC_RELAXED);
 }
 

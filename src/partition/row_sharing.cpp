@@ -22,7 +22,8 @@ SharedRegions shared_regions(const std::vector<std::int64_t>& work, const std::v
     // panel has work and two rows or more, so that a small panel still shares something).
     std::int32_t head = lo;
     if (r > 0)
-      for (std::int64_t sum = 0; head < hi && (sum < share || head == lo) && hi - lo >= 2;) sum += work[static_cast<std::size_t>(head++)];
+      for (std::int64_t sum = 0; head < hi && (sum < share || head == lo) && hi - lo >= 2;)
+        sum += work[static_cast<std::size_t>(head++)];
     std::int32_t tail = hi;
     if (r + 1 < parts)
       for (std::int64_t sum = 0; tail > head && (sum < share || tail == hi) && hi - lo >= 2;)

@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
         if (all.size() != static_cast<std::size_t>(ranks) * kThreads * kClaims)
           throw blockmm::Error(blockmm::ExitCode::other, "wrong number of claims");
         for (std::size_t v = 0; v < all.size(); ++v)
-          if (all[v] != v) throw blockmm::Error(blockmm::ExitCode::other, "value " + std::to_string(v) + " claimed twice or never");
+          if (all[v] != v)
+            throw blockmm::Error(blockmm::ExitCode::other, "value " + std::to_string(v) + " claimed twice or never");
       }
     } else if (scenario == "unknown") {
       comm.run_phase([&] {
