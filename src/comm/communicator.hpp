@@ -42,7 +42,6 @@ class NodeCounters {
   ~NodeCounters();
   NodeCounters(const NodeCounters&) = delete;
   NodeCounters& operator=(const NodeCounters&) = delete;
-  int size() const { return count_; }
   // Adds `value` to counter `index` and returns what it held before (they start at 0).
   std::uint64_t fetch_add(int index, std::uint64_t value = 1);
 

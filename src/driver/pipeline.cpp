@@ -313,8 +313,6 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   kernels::NumericReport report;
   std::int64_t tiles_for_neighbours = 0;
   if (share_rows) {
-    shared.rank = comm.rank();
-    shared.ranks = comm.size();
     shared.m = shape.m;
     shared.regions = &dist.shared;
     shared.row_begin = dist.bounds[comm.rank()];

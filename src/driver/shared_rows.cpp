@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -39,22 +38,25 @@ void add_report(kernels::NumericReport& total, const kernels::NumericReport& par
 
 }  // namespace
 
-double shared_row_fraction(int ranks, std::int32_t m) {
+// BLOCKMM_SHARE_ROWS as set ("" when unset).
+static std::string share_rows_setting() {
   const char* v = std::getenv("BLOCKMM_SHARE_ROWS");
-  if (ranks < 2 || m < 4 || (v != nullptr && std::strcmp(v, "0") == 0)) return 0;
+  return v != nullptr ? v : "";
+}
+
+double shared_row_fraction(int ranks, std::int32_t m) {
+  if (ranks < 2 || m < 4 || share_rows_setting() == "0") return 0;
   return 0.125;
 }
 
-bool give_shared_rows_first() {
-  const char* v = std::getenv("BLOCKMM_SHARE_ROWS");
-  return v != nullptr && std::strcmp(v, "give") == 0;
-}
+bool give_shared_rows_first() { return share_rows_setting() == "give"; }
 
 SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Operand& a, const kernels::Operand& b,
                                    const kernels::ProductPattern& pattern, SharedNumericPlan& plan, RecordSink& sink,
                                    const kernels::NumericOptions& options, const comm::Communicator& comm) {
   const partition::SharedRegions& regions = *plan.regions;
-  const int r = plan.rank;
+  const int r = comm.rank();
+  const int ranks = comm.size();
   const std::vector<std::int64_t>& row_ptr = pattern.layout().row_ptr;
   const std::int64_t own_tiles = pattern.tiles();
   const std::int64_t head_tiles = row_ptr[static_cast<std::size_t>(regions.head_end[r] - plan.row_begin)];
@@ -65,7 +67,7 @@ SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Ope
   const std::int64_t above_tiles = plan.above.pattern ? plan.above.pattern->tiles() : 0;
   comm.run_phase([&] {
     const bool agree = (r == 0 || below_tiles == tails[static_cast<std::size_t>(r - 1)]) &&
-                       (r + 1 == plan.ranks || above_tiles == heads[static_cast<std::size_t>(r + 1)]);
+                       (r + 1 == ranks || above_tiles == heads[static_cast<std::size_t>(r + 1)]);
     if (!agree)
       throw Error(ExitCode::other, "internal error: rank " + std::to_string(r) +
                                        "'s symbolic phase of its neighbours' shared rows disagrees with theirs");
@@ -74,7 +76,7 @@ SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Ope
   // Granules as the owner and the helper both cut them: from the region's tiles and the chunk limit.
   const std::int64_t stride = record_bytes<std::uint32_t>(plan.m);
   const std::int64_t limit = std::max<std::int64_t>(1, options.chunk_bytes / stride);
-  std::unique_ptr<comm::NodeCounters> counters = comm.node_counters(2 * plan.ranks);
+  std::unique_ptr<comm::NodeCounters> counters = comm.node_counters(2 * ranks);
   comm::NodeCounters& node = *counters;
   const auto claim = [&node](int counter) { return [&node, counter] { return node.fetch_add(counter); }; };
 
@@ -83,7 +85,7 @@ SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Ope
   own.add_shared(tail_first, own_tiles, partition::granule_tiles(own_tiles - tail_first, limit), claim(tail_counter(r)));
   own.add_shared(0, head_tiles, partition::granule_tiles(head_tiles, limit), claim(head_counter(r)));
   if (r > 0) below.add_shared(0, below_tiles, partition::granule_tiles(below_tiles, limit), claim(tail_counter(r - 1)));
-  if (r + 1 < plan.ranks)
+  if (r + 1 < ranks)
     above.add_shared(0, above_tiles, partition::granule_tiles(above_tiles, limit), claim(head_counter(r + 1)));
 
   SharedNumericResult result;

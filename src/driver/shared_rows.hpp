@@ -32,8 +32,6 @@ struct NeighbourRegion {
 };
 
 struct SharedNumericPlan {
-  int rank = 0;
-  int ranks = 1;
   std::int32_t m = 1;
   const partition::SharedRegions* regions = nullptr;
   std::int32_t row_begin = 0;  // this rank's panel: block-rows [row_begin, row_end)
