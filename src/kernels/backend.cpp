@@ -37,6 +37,14 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendConfig& con
   throw UsageError("unknown backend");
 }
 
+std::vector<std::int64_t> Backend::row_products(const Operand&, const Operand&) {
+  throw Error(ExitCode::other, "internal error: the " + name() + " backend does not build whole inputs");
+}
+
+std::unique_ptr<Operand> Backend::slice_rows(std::unique_ptr<Operand>, std::int32_t, std::int32_t) {
+  throw Error(ExitCode::other, "internal error: the " + name() + " backend does not build whole inputs");
+}
+
 bool cuda_device_available() {
   // Asking the CUDA runtime costs a driver load (~0.1-0.3 s); skip it where no GPU can exist.
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

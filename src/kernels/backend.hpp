@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/block_matrix.hpp"
 #include "core/record_sink.hpp"
@@ -89,6 +90,24 @@ class Backend {
                                 const NumericOptions& options) = 0;
   // Whether numeric() honours NumericOptions::next_tiles.
   virtual bool computes_handed_out_tiles() const { return false; }
+
+  // Whole inputs on every rank. Where building all of A and all of B costs a few hundredths of
+  // a second (the cuda backend reads, uploads and sorts them on its device), the ranks of one
+  // node each build both whole, balance the block-rows by row_products() and keep their own rows
+  // with slice_rows(): no record crosses between ranks and nothing is sorted on the host.
+  // Whether this backend does so for these inputs (both whole fit its memory).
+  virtual bool builds_whole_inputs(const RecordSource& a, const RecordSource& b) const {
+    (void)a;
+    (void)b;
+    return false;
+  }
+  // Block products of each block-row of the left operand `a` (one entry a row it holds).
+  // Only where builds_whole_inputs() said yes.
+  virtual std::vector<std::int64_t> row_products(const Operand& a, const Operand& b);
+  // The block-rows [row_begin, row_end) of the left operand `a`, which is consumed, as an
+  // operand of their own. Only where builds_whole_inputs() said yes.
+  virtual std::unique_ptr<Operand> slice_rows(std::unique_ptr<Operand> a, std::int32_t row_begin, std::int32_t row_end);
+
   // Seconds of the backend's own steps inside the phases (e.g. the upload within the build),
   // for --stats=json; empty where a backend has nothing finer to say.
   virtual std::map<std::string, double> step_seconds() const { return {}; }

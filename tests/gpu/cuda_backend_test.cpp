@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,6 +33,20 @@ class CudaBackend : public ::testing::Test {
     g_cuda = {};
   }
   void TearDown() override { g_cuda = {}; }
+};
+
+// Appends the tiles it is given (each range's, in order) to one output.
+class AppendingSink final : public RecordSink {
+ public:
+  explicit AppendingSink(OutputRecords& out) : out_(out), start_(out.size()) {}
+  void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
+    if (start_ + first_tile != out_.size()) throw std::logic_error("tiles out of order at " + std::to_string(first_tile));
+    out_.bytes.insert(out_.bytes.end(), records, records + count * out_.stride());
+  }
+
+ private:
+  OutputRecords& out_;
+  std::int64_t start_;
 };
 
 // Runs `body` once for each encoding of the dense path (int8 byte planes, the default for
@@ -190,6 +205,77 @@ TEST_F(CudaBackend, SkewedRowsAndColumnsMatchTheReference) {
     expect_same(a, b, "skewed", std::int64_t{64} << 20);
     if (HasFatalFailure()) return;
   }
+}
+
+// Whole inputs on every rank (driver/whole_inputs.hpp): both operands built whole, the block
+// products of each row against a count straight from the records, then A cut into row ranges
+// (some empty, at the ends too) whose products, one after the other, are the reference's bytes.
+TEST_F(CudaBackend, WholeOperandsCutIntoRowRangesMatchTheReference) {
+  std::mt19937_64 rng(5150);
+  const auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
+  const auto all_zero = [](const InputRecords& records, std::int64_t q) {
+    const auto* values = reinterpret_cast<const std::uint16_t*>(records.record(q) + 8);
+    return std::all_of(values, values + records.shape.block_values(), [](std::uint16_t v) { return v == 0; });
+  };
+  for (int c = 0; c < 80; ++c) {
+    const RandomSpec spec = random_spec(rng, 40);
+    const InputRecords a = random_blocks(spec, rng);
+    const InputRecords b = c % 7 == 0 ? a : random_blocks(spec, rng);
+    const std::int32_t p = a.shape.block_rows();
+    const std::string what = "case " + std::to_string(c) + " n=" + std::to_string(spec.n) + " m=" + std::to_string(spec.m);
+    // Block products of each row, from the records: A's non-zero (i, k) times B's non-zero blocks in row k.
+    std::vector<std::int64_t> b_row(static_cast<std::size_t>(p), 0), expected_products(static_cast<std::size_t>(p), 0);
+    for (std::int64_t q = 0; q < b.size(); ++q)
+      if (!all_zero(b, q)) ++b_row[static_cast<std::size_t>(record_row(b.record(q)))];
+    for (std::int64_t q = 0; q < a.size(); ++q)
+      if (!all_zero(a, q))
+        expected_products[static_cast<std::size_t>(record_row(a.record(q)))] += b_row[static_cast<std::size_t>(record_col(a.record(q)))];
+
+    kernels::BackendConfig config;
+    config.cuda = g_cuda;
+    auto backend = kernels::make_backend(BackendKind::cuda, config);
+    MemoryRecordSource a_source(a), b_source(b);
+    ASSERT_TRUE(backend->builds_whole_inputs(a_source, b_source)) << what;
+    const auto bm = backend->build(b_source, {0, p, OperandRole::right, dup});
+    const auto whole_a = [&] {
+      MemoryRecordSource source(a);
+      return backend->build(source, {0, p, OperandRole::left, dup});
+    };
+    auto am = whole_a();
+    ASSERT_EQ(backend->row_products(*am, *bm), expected_products) << what;
+    const std::int64_t a_blocks = am->blocks();
+
+    // Cut points: 1 to 4 ranges, repeats allowed (empty ranges).
+    std::vector<std::int32_t> bounds{0, p};
+    const int cuts = std::uniform_int_distribution<int>(0, 3)(rng);
+    for (int k = 0; k < cuts; ++k) bounds.push_back(std::uniform_int_distribution<std::int32_t>(0, p)(rng));
+    std::sort(bounds.begin(), bounds.end());
+    OutputRecords output;
+    output.shape = a.shape;
+    std::int64_t blocks = 0, products = 0;
+    for (std::size_t r = 0; r + 1 < bounds.size(); ++r) {
+      auto slice = backend->slice_rows(r == 0 ? std::move(am) : whole_a(), bounds[r], bounds[r + 1]);
+      blocks += slice->blocks();
+      products += backend->block_products(*slice, *bm);
+      const auto pattern = backend->symbolic(*slice, *bm);
+      AppendingSink sink(output);
+      kernels::NumericOptions options;
+      options.chunk_bytes = c % 3 == 0 ? 1 : std::int64_t{256} << 20;
+      backend->numeric(*slice, *bm, *pattern, sink, options);
+    }
+    const ProductRun expected = multiply(a, b, BackendKind::reference);
+    EXPECT_EQ(blocks, a_blocks) << what;
+    EXPECT_EQ(products, expected.block_products) << what;
+    ASSERT_TRUE(expected.output.bytes == output.bytes) << what << ": " << compare_outputs(expected.output, output);
+  }
+  // The host build (the fallback) is never asked to build whole inputs.
+  g_cuda.build = CudaChoices::Build::host;
+  kernels::BackendConfig config;
+  config.cuda = g_cuda;
+  auto backend = kernels::make_backend(BackendKind::cuda, config);
+  const InputRecords a = random_blocks(random_spec(rng, 8), rng);
+  MemoryRecordSource a_source(a), b_source(a);
+  EXPECT_FALSE(backend->builds_whole_inputs(a_source, b_source));
 }
 
 TEST_F(CudaBackend, GenericKernelMatchesReferenceOnRandomCases) {

@@ -329,6 +329,33 @@ class CudaBackend final : public Backend {
     return operand;
   }
 
+  // Both whole inputs built on the device (never by the host fallback), when their builds'
+  // peaks fit the memory together: B stays resident while A is built.
+  bool builds_whole_inputs(const RecordSource& a, const RecordSource& b) const override {
+    if (choices_.build == CudaChoices::Build::host) return false;
+    if (a.size() > std::int64_t{INT32_MAX} || b.size() > std::int64_t{INT32_MAX}) return false;  // the device build's limit
+    const std::int32_t p = a.shape().block_rows();
+    const std::int64_t available = budget_ > 0 ? budget_ - resident_bytes_ : free_memory_share();
+    return cuda::device_build_bytes(a, {0, p, OperandRole::left, {}}) +
+               cuda::device_build_bytes(b, {0, p, OperandRole::right, {}}) <=
+           available;
+  }
+
+  std::vector<std::int64_t> row_products(const Operand& a, const Operand& b) override {
+    BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
+    Stream stream;
+    return cuda::device_row_products(device_operand(a), device_operand(b), stream.get());
+  }
+
+  std::unique_ptr<Operand> slice_rows(std::unique_ptr<Operand> a, std::int32_t row_begin, std::int32_t row_end) override {
+    BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
+    Stream stream;
+    const cuda::DeviceOperand& whole = device_operand(*a);
+    std::unique_ptr<cuda::DeviceOperand> slice = cuda::slice_device_rows(whole, row_begin, row_end, stream.get());
+    resident_bytes_ += slice->device_bytes() - whole.device_bytes();
+    return slice;
+  }
+
   std::int64_t block_products(const Operand& a, const Operand& b) override {
     BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
     Stream stream;

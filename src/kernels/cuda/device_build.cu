@@ -118,6 +118,17 @@ void upload_records(RecordSource& records, std::byte* dest, const BuildContext& 
   if (failure) std::rethrow_exception(failure);
 }
 
+// Blocks [first, first + count) of a per-block array (`per_block` elements each), copied on the device.
+template <typename T>
+DeviceArray<T> copy_blocks(const DeviceArray<T>& from, std::int64_t first, std::int64_t count, std::int64_t per_block,
+                           cudaStream_t stream) {
+  DeviceArray<T> to(static_cast<std::size_t>(count * per_block));
+  if (count > 0)
+    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(to.get(), from.get() + first * per_block, to.bytes(), cudaMemcpyDeviceToDevice,
+                                       stream));
+  return to;
+}
+
 SymbolicOperands symbolic_view(const DeviceOperand& a, const DeviceOperand& b) {
   SymbolicOperands ops{};
   ops.a_row_ptr = a.d_row_ptr.get();
@@ -331,6 +342,42 @@ std::int64_t device_block_products(const DeviceOperand& a, const DeviceOperand& 
   BLOCKMM_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, per_row.get(), total.get(), rows, stream));
   BLOCKMM_CUDA_CHECK(cub::DeviceReduce::Sum(scratch.get(bytes), bytes, per_row.get(), total.get(), rows, stream));
   return download_one(total.get(), stream);
+}
+
+std::vector<std::int64_t> device_row_products(const DeviceOperand& a, const DeviceOperand& b, cudaStream_t stream) {
+  CubScratch scratch;
+  DeviceArray<std::int64_t> per_row = row_products(a, b, scratch, stream);
+  return download(per_row.get(), a.rows_held(), stream);
+}
+
+std::unique_ptr<DeviceOperand> slice_device_rows(const DeviceOperand& a, std::int32_t row_begin, std::int32_t row_end,
+                                                 cudaStream_t stream) {
+  if (row_begin < a.row_begin || row_end > a.row_end || row_begin > row_end)
+    throw Error(ExitCode::other, "internal error: rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
+                                     ") asked of an operand holding [" + std::to_string(a.row_begin) + ", " +
+                                     std::to_string(a.row_end) + ")");
+  auto operand = std::make_unique<DeviceOperand>();
+  DeviceOperand& d = *operand;
+  d.shape = a.shape;
+  d.row_begin = row_begin;
+  d.row_end = row_end;
+  d.built_on_device = a.built_on_device;
+  const std::size_t r0 = static_cast<std::size_t>(row_begin - a.row_begin);
+  const std::size_t r1 = static_cast<std::size_t>(row_end - a.row_begin);
+  const std::int64_t first = a.row_ptr[r0];
+  d.blocks_ = a.row_ptr[r1] - first;
+  d.row_ptr.resize(r1 - r0 + 1);
+  std::vector<std::int32_t> row_ptr(r1 - r0 + 1);
+  for (std::size_t r = r0; r <= r1; ++r) {
+    d.row_ptr[r - r0] = a.row_ptr[r] - first;
+    row_ptr[r - r0] = static_cast<std::int32_t>(a.row_ptr[r] - first);
+  }
+  d.d_row_ptr = upload(row_ptr.data(), static_cast<std::int64_t>(row_ptr.size()), stream);
+  d.d_col = copy_blocks(a.d_col, first, d.blocks_, 1, stream);
+  d.d_values = copy_blocks(a.d_values, first, d.blocks_, a.shape.block_values(), stream);
+  d.d_masks = copy_blocks(a.d_masks, first, d.blocks_, mask_words(a.shape.m), stream);
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // row_ptr (pageable, temporary) is uploaded
+  return operand;
 }
 
 std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const DeviceOperand& b, std::int64_t batch_bytes,

@@ -53,6 +53,14 @@ std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, Op
 
 std::int64_t device_block_products(const DeviceOperand& a, const DeviceOperand& b, cudaStream_t stream);
 
+// Block products of each block-row of `a` (a.rows_held() entries), counted on the device.
+std::vector<std::int64_t> device_row_products(const DeviceOperand& a, const DeviceOperand& b, cudaStream_t stream);
+
+// Block-rows [row_begin, row_end) of the left operand `a`, copied on the device into an operand
+// of their own (a must hold them; its CSC, if any, is not carried over).
+std::unique_ptr<DeviceOperand> slice_device_rows(const DeviceOperand& a, std::int32_t row_begin, std::int32_t row_end,
+                                                 cudaStream_t stream);
+
 // Exact symbolic phase on the device, rows taken in batches of at most `batch_bytes` of scratch
 // (one row alone may exceed it).
 std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const DeviceOperand& b, std::int64_t batch_bytes,
