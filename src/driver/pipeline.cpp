@@ -19,6 +19,7 @@
 #include "driver/cores.hpp"
 #include "driver/progress.hpp"
 #include "driver/shared_rows.hpp"
+#include "driver/whole_inputs.hpp"
 #include "io/input_file.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/product_writer.hpp"
@@ -220,17 +221,6 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   }
   const MatrixShape work_shape = a_input->header().shape();  // the shape the backend computes on
 
-  // Which records this rank multiplies (several ranks: balanced block-row ranges, exchanged).
-  // Ranks of one node share the rows at the ends of their panels where the cpu backend will
-  // compute (driver/shared_rows.hpp): asked for where the options make it likely, settled below.
-  const bool cpu_likely = options.backend == "cpu" || (options.backend == "auto" && !cuda_warm_up.valid());
-  partition::Distribution dist =
-      partition::distribute(*a_input, *b_input, comm, cpu_likely ? shared_row_fraction(comm.size(), shape.m) : 0.0);
-  mine.read += dist.read_seconds;
-  mine.exchange = dist.exchange_seconds;
-  mine.build = dist.build_seconds;
-  clock.lap();
-
   // The backend, chosen before any operand exists: it builds its own, where it computes.
   std::unique_ptr<kernels::Backend> backend;
   // Which ranks share this rank's GPU, asked only where CUDA is being started anyway (the same
@@ -245,24 +235,50 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
                              estimated_rank_work(work_shape, stats.a_records, stats.b_records, comm.size()), gpu_sharers);
   });
   stats.backend = backend->name();
-  // Every rank shares rows, or none does (only backends that compute handed-out tiles can).
-  const bool share_rows = comm.sum(!dist.shared.empty() && backend->computes_handed_out_tiles() ? 0 : 1) == 0;
   mine.setup = clock.lap();
 
-  progress.phase("building operands");
+  // Which records this rank multiplies (several ranks: balanced block-row ranges), and its
+  // operands built from them. Ranks of one node whose backend builds whole inputs cheaply take
+  // them whole from the files (driver/whole_inputs.hpp); otherwise partition::distribute()
+  // hands each rank its rows, and ranks of one node share the rows at the ends of their panels
+  // where the backend computes handed-out tiles (driver/shared_rows.hpp).
+  partition::Distribution dist;
   std::unique_ptr<kernels::Operand> a, b;
   SharedNumericPlan shared;
-  comm.run_phase([&] {
-    a = backend->build(*dist.a, dist.a_spec);
-    dist.a.reset();
-    b = backend->build(*dist.b, dist.b_spec);
-    dist.b.reset();
-    if (share_rows && dist.below) shared.below.a = backend->build(*dist.below, dist.below_spec);
-    if (share_rows && dist.above) shared.above.a = backend->build(*dist.above, dist.above_spec);
-    dist.below.reset();
-    dist.above.reset();
-  });
-  mine.build += clock.lap();
+  bool share_rows = false;
+  if (builds_whole_inputs(*backend, *a_input, *b_input, comm)) {
+    progress.phase("building operands");
+    WholeInputs whole = build_whole_inputs(*backend, *a_input, *b_input, comm);
+    dist.bounds = std::move(whole.bounds);
+    dist.method = partition::DistributionMethod::whole_inputs;
+    a = std::move(whole.a);
+    b = std::move(whole.b);
+    mine.read += whole.read_upload_seconds;
+    mine.build = clock.lap() - whole.read_upload_seconds;
+  } else {
+    dist = partition::distribute(*a_input, *b_input, comm,
+                                 backend->computes_handed_out_tiles() ? shared_row_fraction(comm.size(), shape.m) : 0.0);
+    mine.read += dist.read_seconds;
+    mine.exchange = dist.exchange_seconds;
+    mine.build = dist.build_seconds;
+    clock.lap();
+    // Every rank shares rows, or none does (only backends that compute handed-out tiles can).
+    share_rows = comm.sum(!dist.shared.empty() && backend->computes_handed_out_tiles() ? 0 : 1) == 0;
+
+    progress.phase("building operands");
+    comm.run_phase([&] {
+      a = backend->build(*dist.a, dist.a_spec);
+      dist.a.reset();
+      b = backend->build(*dist.b, dist.b_spec);
+      dist.b.reset();
+      if (share_rows && dist.below) shared.below.a = backend->build(*dist.below, dist.below_spec);
+      if (share_rows && dist.above) shared.above.a = backend->build(*dist.above, dist.above_spec);
+      dist.below.reset();
+      dist.above.reset();
+    });
+    mine.build += clock.lap();
+  }
+  stats.distribution = partition::to_string(dist.method);
 
   std::int64_t my_products = 0;
   comm.run_phase([&] { my_products = backend->block_products(*a, *b); });

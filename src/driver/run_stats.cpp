@@ -104,6 +104,7 @@ std::string stats_json(const RunStats& s) {
                      {"seconds", phases_json(s.per_rank[r])}});
   }
   j["per_rank"] = ranks;
+  j["distribution"] = s.distribution;
   j["shared_rows"] = s.shared_rows;
   j["nodes"] = s.nodes;
   j["nodes_simulated"] = s.nodes_simulated;
@@ -145,7 +146,7 @@ std::string stats_text(const RunStats& s) {
         << bytes_text(static_cast<double>(s.record_bytes_between_nodes)) << " of records + "
         << bytes_text(static_cast<double>(s.index_bytes_between_nodes)) << " of row requests (" << s.nodes
         << (s.nodes == 1 ? " node" : " nodes") << (s.nodes_simulated ? ", simulated: BLOCKMM_SIMULATE_NODES" : "")
-        << ")\n";
+        << "; " << s.distribution << ")\n";
     out << "  balance: imbalance " << fixed(s.imbalance, 3) << " = max/mean work\n";
     for (std::size_t r = 0; r < s.per_rank.size(); ++r)
       out << "    rank " << r << ": " << with_thousands(s.rank_rows[r]) << " block-rows, work "

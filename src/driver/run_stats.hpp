@@ -61,6 +61,8 @@ struct RunStats {
   // Rows shared with the neighbours (driver/shared_rows.hpp): the output tiles of its
   // neighbours' panels each rank computed.
   bool shared_rows = false;
+  // How the ranks came by their records (partition::DistributionMethod, in words).
+  std::string distribution = "one rank";
   std::vector<std::int64_t> rank_tiles_for_neighbours;
   // Input moved through MPI, summed over the ranks that sent it (partition::ExchangeCounters):
   // record bytes and index bytes (the block-rows asked for), within a node and between nodes.

@@ -41,6 +41,7 @@ InputRecords row_slice(const GroupedRecords& grouped, std::int32_t row_begin, st
 Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
                                     Distribution d, double shared_fraction) {
   const std::int32_t p = a_file.header().shape().block_rows();
+  d.method = DistributionMethod::rows_scanned;
   Lap lap;
   RecordKeys a_keys, b_keys;
   comm.run_phase([&] {
@@ -104,6 +105,16 @@ Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file
 
 }  // namespace
 
+std::string to_string(DistributionMethod method) {
+  switch (method) {
+    case DistributionMethod::one_rank: return "one rank";
+    case DistributionMethod::whole_inputs: return "whole inputs on every rank";
+    case DistributionMethod::rows_scanned: return "rows scanned from the files";
+    case DistributionMethod::records_exchanged: return "records exchanged";
+  }
+  return "?";
+}
+
 DuplicateMessage duplicate_message(const io::InputFile& file) {
   return [&file](std::int32_t i, std::int32_t j) {
     const auto [fi, fj] = file.file_block(i, j);
@@ -131,6 +142,7 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
 
   // Across nodes: each rank reads its share of both files, the records travel to the owner of
   // their block-row as bytes, and each rank fetches the B rows its panel needs from their owners.
+  d.method = DistributionMethod::records_exchanged;
   Lap lap;
   InputRecords a_records, b_records;
   comm.run_phase([&] {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -15,7 +16,17 @@
 
 namespace blockmm::partition {
 
+// How the ranks came by their records (for --stats).
+enum class DistributionMethod {
+  one_rank,           // the whole files, read where the backend builds
+  whole_inputs,       // every rank of one node builds both whole (driver/whole_inputs.hpp)
+  rows_scanned,       // every rank of one node scans the files for its rows
+  records_exchanged,  // across nodes: shares read, records sent to their owners through MPI
+};
+std::string to_string(DistributionMethod method);
+
 struct Distribution {
+  DistributionMethod method = DistributionMethod::one_rank;
   std::vector<std::int32_t> bounds;  // ranks + 1: rank r owns output block-rows [bounds[r], bounds[r+1])
   // This rank's A rows and the B rows its panel needs, with the rows each covers. On one rank
   // they read straight from the files, so that a backend can stream them where it builds; on

@@ -516,6 +516,7 @@ TEST_F(Cli, StatsJsonIsValidAndCorrect) {
   const std::int64_t products = std::accumulate(work.begin(), work.end(), std::int64_t{0});
   EXPECT_EQ(j.at("backend"), "cpu");
   EXPECT_EQ(j.at("ranks"), 1);
+  EXPECT_EQ(j.at("distribution"), "one rank");
   EXPECT_EQ(j.at("n"), 60);
   EXPECT_EQ(j.at("m"), 5);
   EXPECT_EQ(j.at("output_format"), "binary");

@@ -1,0 +1,62 @@
+#include "driver/whole_inputs.hpp"
+
+#include <map>
+#include <string>
+
+#include "core/error.hpp"
+#include "partition/distribute.hpp"
+#include "partition/work.hpp"
+
+namespace blockmm::driver {
+namespace {
+
+double read_upload_seconds(const kernels::Backend& backend) {
+  const std::map<std::string, double> steps = backend.step_seconds();
+  const auto it = steps.find("build: read + upload");
+  return it == steps.end() ? 0.0 : it->second;
+}
+
+// FNV-1a of the bounds, for the check that every rank computed the same.
+std::int64_t bounds_hash(const std::vector<std::int32_t>& bounds) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const std::int32_t bound : bounds)
+    for (int byte = 0; byte < 4; ++byte)
+      hash = (hash ^ ((static_cast<std::uint32_t>(bound) >> (8 * byte)) & 0xFF)) * 1099511628211ull;
+  return static_cast<std::int64_t>(hash >> 1);
+}
+
+}  // namespace
+
+bool builds_whole_inputs(const kernels::Backend& backend, io::InputFile& a_file, io::InputFile& b_file,
+                         const comm::Communicator& comm) {
+  if (comm.size() == 1 || comm.nodes() != 1) return false;
+  bool mine = false;
+  comm.run_phase([&] {
+    const io::FileRecordSource a(a_file, {0, a_file.header().k});
+    const io::FileRecordSource b(b_file, {0, b_file.header().k});
+    mine = a_file.readable_by_every_rank() && b_file.readable_by_every_rank() && backend.builds_whole_inputs(a, b);
+  });
+  return comm.sum(mine ? 0 : 1) == 0;
+}
+
+WholeInputs build_whole_inputs(kernels::Backend& backend, io::InputFile& a_file, io::InputFile& b_file,
+                               const comm::Communicator& comm) {
+  const std::int32_t p = a_file.header().shape().block_rows();
+  WholeInputs whole;
+  comm.run_phase([&] {
+    const double read_before = read_upload_seconds(backend);
+    io::FileRecordSource b_records(b_file, {0, b_file.header().k});
+    whole.b = backend.build(b_records, {0, p, OperandRole::right, partition::duplicate_message(b_file)});
+    io::FileRecordSource a_records(a_file, {0, a_file.header().k});
+    std::unique_ptr<kernels::Operand> a = backend.build(a_records, {0, p, OperandRole::left, partition::duplicate_message(a_file)});
+    whole.read_upload_seconds = read_upload_seconds(backend) - read_before;
+    whole.bounds = partition::balanced_ranges(backend.row_products(*a, *whole.b), comm.size());
+    whole.a = backend.slice_rows(std::move(a), whole.bounds[comm.rank()], whole.bounds[comm.rank() + 1]);
+  });
+  const std::int64_t hash = bounds_hash(whole.bounds);
+  if (comm.max(hash) != -comm.max(-hash))
+    throw Error(ExitCode::other, "internal error: the ranks balanced the rows of the same inputs differently");
+  return whole;
+}
+
+}  // namespace blockmm::driver
