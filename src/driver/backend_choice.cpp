@@ -1,5 +1,6 @@
 #include "driver/backend_choice.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +39,23 @@ kernels::CudaChoices cuda_choices_from_environment() {
 }
 
 }  // namespace
+
+std::shared_future<void> start_cuda_driver_load(const Options& options) {
+  std::int64_t input_bytes = 0;
+  for (const std::string& path : {options.a_path, options.b_path}) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) input_bytes += static_cast<std::int64_t>(st.st_size);
+  }
+  const bool likely =
+      options.backend == "cuda" || (options.backend == "auto" && input_bytes >= kAutoCudaWarmUpInputBytes);
+  if (!likely) return {};
+  return std::async(std::launch::async, [] {
+           try {
+             (void)kernels::cuda_device_available();  // no device nodes: returns at once, loads nothing
+           } catch (...) {  // choose_backend says what is wrong, or picks the CPU
+           }
+         }).share();
+}
 
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
                                             std::int64_t input_bytes) {

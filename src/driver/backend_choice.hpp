@@ -24,6 +24,13 @@ constexpr std::int64_t kAutoCudaMinInputBlocks = std::int64_t{4} << 20;
 // Input bytes above which "auto" starts the CUDA context while the inputs are read.
 constexpr std::int64_t kAutoCudaWarmUpInputBytes = std::int64_t{64} << 20;
 
+// Before MPI_Init (the options are known, the ranks not yet): loads the CUDA driver (0.1-0.19 s
+// on the H100 machine) on a thread of its own where the run will probably want a GPU
+// (--backend cuda, or auto with inputs of at least kAutoCudaWarmUpInputBytes on disk), so that
+// MPI's start-up hides it. Only the driver: which device is this rank's follows its node-local
+// rank, known after MPI_Init (start_cuda_warm_up creates that context). Empty future otherwise.
+std::shared_future<void> start_cuda_driver_load(const Options& options);
+
 // Starts CUDA in the background when this run will probably use it; the returned future is
 // waited for by choose_backend (empty when nothing was started).
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,

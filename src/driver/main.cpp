@@ -1,6 +1,7 @@
 // blockmm: exact block-sparse C = A x B. See README.md for usage and DESIGN.md for the design.
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <string>
 #include <iostream>
@@ -9,6 +10,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "driver/backend_choice.hpp"
 #include "driver/options.hpp"
 #include "driver/pipeline.hpp"
 #include "driver/run_stats.hpp"
@@ -69,6 +71,8 @@ int main(int argc, char** argv) {
     return exit_code;
   }
 
+  // CUDA's driver loads beside MPI_Init (and the launcher's wire-up) where a GPU is likely.
+  const std::shared_future<void> cuda_driver_load = blockmm::driver::start_cuda_driver_load(options);
   std::unique_ptr<blockmm::comm::Communicator> comm;
   try {
     comm = std::make_unique<blockmm::comm::Communicator>(mpi_mode_from_environment(), &argc, &argv);

@@ -1,8 +1,14 @@
-// driver/backend_choice.hpp: the ranks that share a GPU, counted by (node, device UUID) keys, and
-// the work estimate "auto" decides on.
+// driver/backend_choice.hpp: the ranks that share a GPU, counted by (node, device UUID) keys, when
+// CUDA's driver starts loading, and the work estimate "auto" decides on.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "driver/backend_choice.hpp"
@@ -41,6 +47,40 @@ TEST(GpuSharers, RandomKeysAgainstABruteForceCount) {
       EXPECT_EQ(count_equal_keys(keys, r), same);
     }
   }
+}
+
+// The driver load before MPI_Init starts only where a GPU is likely: --backend cuda, or auto with
+// inputs of kAutoCudaWarmUpInputBytes or more on disk (sparse files here: nothing is read).
+TEST(CudaDriverLoad, StartsOnlyWhereTheRunWillProbablyWantAGpu) {
+  const std::string dir = ::testing::TempDir() + "blockmm_driver_load_" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const auto sized = [&](const std::string& name, std::int64_t bytes) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path).close();
+    EXPECT_EQ(::truncate(path.c_str(), static_cast<off_t>(bytes)), 0);
+    return path;
+  };
+  Options options;
+  options.a_path = sized("small.bin", 1000);
+  options.b_path = sized("half.bin", kAutoCudaWarmUpInputBytes / 2);
+  const auto started = [&](const std::string& backend) {
+    options.backend = backend;
+    const std::shared_future<void> load = start_cuda_driver_load(options);
+    if (load.valid()) load.wait();  // without a GPU (CI) it returns at once
+    return load.valid();
+  };
+  EXPECT_TRUE(started("cuda"));
+  EXPECT_FALSE(started("cpu"));
+  EXPECT_FALSE(started("reference"));
+  EXPECT_FALSE(started("auto"));  // 32 MiB and 1000 bytes
+  options.a_path = sized("large.bin", kAutoCudaWarmUpInputBytes / 2);
+  EXPECT_TRUE(started("auto"));  // together 64 MiB
+  options.a_path = dir;  // not a regular file: not counted
+  EXPECT_FALSE(started("auto"));
+  options.a_path = dir + "/missing.bin";
+  EXPECT_FALSE(started("auto"));
+  for (const char* name : {"small.bin", "half.bin", "large.bin"}) std::remove((dir + "/" + name).c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(WorkEstimate, EvenlySpreadBlocksSharedAmongRanks) {
