@@ -17,6 +17,7 @@
 
 #include "cli/harness/harness.hpp"
 #include "support/random_blocks.hpp"
+#include "support/sanitizers.hpp"
 
 namespace blockmm::e2e {
 namespace {
@@ -217,8 +218,8 @@ TEST_F(Output, WriterThreadsAndChunkSizesGiveTheProduct) {
   b_records = testing::random_blocks(spec, rng);
   write_bytes(a, encode(a_records));
   write_bytes(b, encode(b_records));
-  for (const char* threads : {"1", "2", "8"}) {
-    for (const char* chunk : {"4K", "300K", "1M", "256M"}) {
+  for (const char* threads : testing::sweep({"1", "2", "8"})) {
+    for (const char* chunk : testing::sweep({"4K", "300K", "1M", "256M"})) {
       for (const char* backend : {"cpu", "reference"}) {
         SCOPED_TRACE(std::string(threads) + " threads, --chunk-size " + chunk + ", " + backend);
         RunOptions env;

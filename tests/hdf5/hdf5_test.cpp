@@ -516,7 +516,7 @@ TEST_F(Hdf5, WriterThreadsAndChunkSizesGiveTheOracle) {
   const std::string pb = put("B.bin", b);
   const Bsr expected = expected_bsr(sparse_oracle(a, b));
   const std::string out = work + "/C.h5";
-  for (const char* threads : {"1", "2", "8"}) {
+  for (const char* threads : testing::sweep({"1", "2", "8"})) {
     for (const char* chunk : {"4K", "1M", "256M"}) {
       SCOPED_TRACE(std::string(threads) + " writer threads, --chunk-size " + chunk);
       const std::string env = std::string("BLOCKMM_WRITE_THREADS=") + threads;
