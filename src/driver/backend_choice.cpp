@@ -106,6 +106,9 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
   kernels::BackendConfig config;
   config.threads = threads;
   config.device_memory_budget = options.mem_budget;
+  // Developer setting for tests: BLOCKMM_WHOLE_INPUTS=1 (the reference backend only).
+  const char* whole_inputs = std::getenv("BLOCKMM_WHOLE_INPUTS");
+  config.reference_whole_inputs = whole_inputs != nullptr && std::string(whole_inputs) == "1";
   config.estimate = estimate;
   if (kind != kernels::BackendKind::cuda) return kernels::make_backend(kind, config);
   // The user's one line says what to do; the failed CUDA call stays behind --verbose.

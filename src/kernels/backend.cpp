@@ -30,7 +30,7 @@ std::string to_string(BackendKind kind) {
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendConfig& config) {
   switch (kind) {
-    case BackendKind::reference: return make_reference_backend();
+    case BackendKind::reference: return make_reference_backend(config.reference_whole_inputs);
     case BackendKind::cpu: return make_cpu_backend(config.threads);
     case BackendKind::cuda: return make_cuda_backend(config);
   }

@@ -102,10 +102,10 @@ class Backend {
     return false;
   }
   // Block products of each block-row of the left operand `a` (one entry a row it holds).
-  // Only where builds_whole_inputs() said yes.
+  // Only where builds_whole_inputs() says yes, or on host operands.
   virtual std::vector<std::int64_t> row_products(const Operand& a, const Operand& b);
   // The block-rows [row_begin, row_end) of the left operand `a`, which is consumed, as an
-  // operand of their own. Only where builds_whole_inputs() said yes.
+  // operand of their own. Only where builds_whole_inputs() says yes, or on host operands.
   virtual std::unique_ptr<Operand> slice_rows(std::unique_ptr<Operand> a, std::int32_t row_begin, std::int32_t row_end);
 
   // Seconds of the backend's own steps inside the phases (e.g. the upload within the build),
@@ -131,6 +131,9 @@ struct CudaChoices {
 
 struct BackendConfig {
   int threads = 0;  // OpenMP threads for the cpu backend; 0 keeps the runtime's default
+  // The reference backend builds whole inputs on every rank of one node, as the cuda backend
+  // does (Backend::builds_whole_inputs): that path under MPI on machines without a GPU.
+  bool reference_whole_inputs = false;
   int device = -1;  // CUDA device ordinal; -1: chosen by the backend
   int device_sharers = 1;  // ranks sharing that device (they split its memory)
   // Device memory the backend may use for operands and scratch; 0: a share of the free memory.

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "kernels/backend.hpp"
@@ -70,6 +71,12 @@ class HostBackend : public Backend {
   NumericReport numeric(const Operand& a, const Operand& b, const ProductPattern& pattern, RecordSink& sink,
                         const NumericOptions& options) override {
     return numeric({host_matrix(a), host_matrix(b)}, host_pattern(pattern), sink, options);
+  }
+  std::vector<std::int64_t> row_products(const Operand& a, const Operand& b) override {
+    return operands::count_row_products(host_matrix(a), host_matrix(b));
+  }
+  std::unique_ptr<Operand> slice_rows(std::unique_ptr<Operand> a, std::int32_t row_begin, std::int32_t row_end) override {
+    return std::make_unique<HostOperand>(operands::slice_rows(host_matrix(*a), row_begin, row_end));
   }
 
  protected:

@@ -250,16 +250,43 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   return matrix;
 }
 
-std::int64_t count_block_products(const BlockMatrix& a, const BlockMatrix& b) {
-  std::int64_t products = 0;
-#pragma omp parallel for reduction(+ : products) schedule(dynamic, 64) if (a.blocks() >= (1 << 14))
+std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockMatrix& b) {
+  std::vector<std::int64_t> products(static_cast<std::size_t>(a.rows_held()), 0);
+#pragma omp parallel for schedule(dynamic, 64) if (a.blocks() >= (1 << 14))
   for (std::int32_t r = 0; r < a.rows_held(); ++r) {
+    std::int64_t row = 0;
     for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
       const std::int32_t kr = a.col[e] - b.row_begin;
-      if (kr >= 0 && kr < b.rows_held()) products += b.row_ptr[kr + 1] - b.row_ptr[kr];
+      if (kr >= 0 && kr < b.rows_held()) row += b.row_ptr[kr + 1] - b.row_ptr[kr];
     }
+    products[static_cast<std::size_t>(r)] = row;
   }
   return products;
+}
+
+std::int64_t count_block_products(const BlockMatrix& a, const BlockMatrix& b) {
+  const std::vector<std::int64_t> rows = count_row_products(a, b);
+  return std::accumulate(rows.begin(), rows.end(), std::int64_t{0});
+}
+
+BlockMatrix slice_rows(const BlockMatrix& a, std::int32_t row_begin, std::int32_t row_end) {
+  if (row_begin < a.row_begin || row_end > a.row_end || row_begin > row_end)
+    throw Error(ExitCode::other, "internal error: rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
+                                     ") asked of a matrix holding [" + std::to_string(a.row_begin) + ", " +
+                                     std::to_string(a.row_end) + ")");
+  BlockMatrix slice;
+  slice.shape = a.shape;
+  slice.row_begin = row_begin;
+  slice.row_end = row_end;
+  const auto r0 = static_cast<std::size_t>(row_begin - a.row_begin), r1 = static_cast<std::size_t>(row_end - a.row_begin);
+  const std::int64_t first = a.row_ptr[r0], last = a.row_ptr[r1];
+  slice.row_ptr.reserve(r1 - r0 + 1);
+  for (std::size_t r = r0; r <= r1; ++r) slice.row_ptr.push_back(a.row_ptr[r] - first);
+  const std::int64_t values = a.shape.block_values(), words = mask_words(a.shape.m);
+  slice.col.assign(a.col.begin() + first, a.col.begin() + last);
+  slice.values.assign(a.values.begin() + first * values, a.values.begin() + last * values);
+  slice.masks.assign(a.masks.begin() + first * words, a.masks.begin() + last * words);
+  return slice;
 }
 
 }  // namespace blockmm::operands

@@ -31,4 +31,10 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
 // backend must do.
 std::int64_t count_block_products(const BlockMatrix& a, const BlockMatrix& b);
 
+// The same, per block-row of `a` (a.rows_held() entries).
+std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockMatrix& b);
+
+// Block-rows [row_begin, row_end) of a left operand (no CSC) as a matrix of their own.
+BlockMatrix slice_rows(const BlockMatrix& a, std::int32_t row_begin, std::int32_t row_end);
+
 }  // namespace blockmm::operands

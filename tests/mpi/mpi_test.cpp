@@ -574,6 +574,77 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
   }
 }
 
+// Ranks whose backend builds whole inputs (driver/whole_inputs.hpp: the cuda backend's path on a
+// GPU node, taken here by the reference backend, BLOCKMM_WHOLE_INPUTS=1): the plain run's bytes
+// on 2-4 ranks, binary and HDF5 out, no input moved between ranks, and a duplicate in either
+// input stops every rank with the plain run's message.
+TEST_F(Mpi, RanksBuildingWholeInputsGiveIdenticalFiles) {
+  std::mt19937_64 rng(1414);
+  const std::vector<std::string> whole{"BLOCKMM_WHOLE_INPUTS=1"};
+  const std::vector<std::string> reference{"--backend", "reference"};
+  testing::RandomSpec saturating;  // every value 65535
+  saturating.n = 96;
+  saturating.m = 3;
+  saturating.density = 0.3;
+  std::vector<std::pair<InputRecords, InputRecords>> cases;
+  const testing::RandomSpec spec = testing::random_spec(rng, 24);
+  cases.emplace_back(testing::random_blocks(spec, rng), testing::random_blocks(spec, rng));
+  cases.emplace_back(medium_input(21), medium_input(22));
+  cases.emplace_back(testing::random_blocks(saturating, rng), testing::random_blocks(saturating, rng));
+  saturate(cases.back().first);
+  saturate(cases.back().second);
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c));
+    const std::string pa = put("a.bin", cases[c].first), pb = put("b.bin", cases[c].second);
+    const std::vector<std::byte> expected = encode(sparse_oracle(cases[c].first, cases[c].second));
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    expect_identical(pa, pb, plain, rank_counts({2, 3, 4}), reference, whole);
+    if (c != 1) continue;
+    // HDF5 out, compared as its COL380 conversion (HDF5 stamps times into object headers).
+    const std::string out = out_dir + "/C.h5", back = scratch / "C-from-h5.bin";
+    ASSERT_TRUE(mpi_succeeded(run_mpi(3, {"-q", "--threads", "1", "--backend", "reference", pa, pb, out}, whole)));
+    convert(out, back);
+    EXPECT_TRUE(read_bytes(back) == plain) << "HDF5 product differs from the plain run";
+    std::remove(out.c_str());
+    std::remove(back.c_str());
+    // --stats: the method, nothing moved, the ranks' work adding up to the product's.
+    for (const bool on : {true, false}) {
+      const MpiRun m = run_mpi(3, {"-q", "--threads", "1", "--backend", "reference", "--stats=json", pa, pb,
+                                   out_dir + "/C.bin"}, on ? whole : std::vector<std::string>{"BLOCKMM_WHOLE_INPUTS=0"});
+      ASSERT_TRUE(mpi_succeeded(m));
+      nlohmann::json j;
+      ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
+      EXPECT_EQ(j.at("distribution"), on ? "whole inputs on every rank" : "rows scanned from the files");
+      for (const char* where : {"within_node", "between_nodes"})
+        for (const char* what : {"records", "index"}) EXPECT_EQ(j.at("input_bytes_moved").at(where).at(what), 0);
+      std::int64_t work = 0;
+      for (const auto& rank : j.at("per_rank")) work += rank.at("work").get<std::int64_t>();
+      EXPECT_EQ(work, j.at("block_products").get<std::int64_t>());
+      std::remove((out_dir + "/C.bin").c_str());
+    }
+  }
+  // A duplicate block in A, then in B: every rank stops with the plain run's line, nothing written.
+  const InputRecords good = medium_input(23);
+  InputRecords bad = good;
+  const std::int32_t i = record_row(bad.record(0)), j = record_col(bad.record(0));
+  set_record_index(bad.record(bad.size() - 1), i, j);
+  const std::string pgood = put("good.bin", good), pbad = put("dup.bin", bad);
+  const std::string pair = "(" + std::to_string(i) + ", " + std::to_string(j) + ")";
+  for (const bool in_a : {true, false}) {
+    const std::string pa = in_a ? pbad : pgood, pb = in_a ? pgood : pbad;
+    const RunResult plain = run_blockmm({"-q", "--threads", "1", pa, pb, out_dir + "/C.bin"});
+    ASSERT_EQ(plain.exit_code, 3) << plain.describe();
+    const std::string plain_line = split_lines(plain.err).at(0);
+    for (int n : rank_counts({2, 3})) {
+      SCOPED_TRACE(std::string(in_a ? "A" : "B") + ", mpiexec -n " + std::to_string(n));
+      const MpiRun m = run_mpi(n, {"-q", "--threads", "1", "--backend", "reference", pa, pb, out_dir + "/C.bin"}, whole);
+      EXPECT_TRUE(every_rank_failed(m, 3, pbad, {"duplicate", pair, "0", std::to_string(bad.size() - 1)}, out_dir));
+      EXPECT_NE(m.run.err.find(plain_line), std::string::npos) << "not the plain run's message: " << plain_line << "\n"
+                                                               << m.describe();
+    }
+  }
+}
+
 TEST_F(Mpi, HeaderAndOutputErrorsStopEveryRank) {
   const InputRecords a = medium_input(5);
   testing::RandomSpec other;

@@ -70,6 +70,47 @@ void expect_matches(const InputRecords& records, const std::string& what) {
   }
 }
 
+// Per-row block products against a count from the independent CSR, and row ranges cut from a
+// left operand (empty ones too) that are the same rows built alone.
+TEST(HostOperands, RowProductsAndRowSlicesMatchAnIndependentCsr) {
+  std::mt19937_64 rng(2727);
+  const auto dup = [](std::int32_t, std::int32_t) { return std::string("dup"); };
+  for (int c = 0; c < 60; ++c) {
+    const RandomSpec spec = random_spec(rng, 30);
+    const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+    const std::int32_t p = a.shape.block_rows();
+    const BlockMatrix am = operands::build_block_matrix(a, 0, p, OperandRole::left, dup);
+    const BlockMatrix bm = operands::build_block_matrix(b, 0, p, OperandRole::right, dup);
+    const Expected ea = expected_csr(a), eb = expected_csr(b);
+    std::vector<std::int64_t> expected(static_cast<std::size_t>(p), 0);
+    for (std::int32_t i = 0; i < p; ++i)
+      for (std::int64_t x = ea.row_ptr[i]; x < ea.row_ptr[i + 1]; ++x) {
+        const std::int32_t k = ea.col[static_cast<std::size_t>(x)];
+        expected[static_cast<std::size_t>(i)] += eb.row_ptr[k + 1] - eb.row_ptr[k];
+      }
+    const std::vector<std::int64_t> rows = operands::count_row_products(am, bm);
+    ASSERT_EQ(rows, expected) << "case " << c;
+    EXPECT_EQ(operands::count_block_products(am, bm), std::accumulate(expected.begin(), expected.end(), std::int64_t{0}));
+    const std::int32_t lo = std::uniform_int_distribution<std::int32_t>(0, p)(rng);
+    const std::int32_t hi = std::uniform_int_distribution<std::int32_t>(lo, p)(rng);
+    const BlockMatrix slice = operands::slice_rows(am, lo, hi);
+    InputRecords rows_alone;
+    rows_alone.shape = a.shape;
+    for (std::int64_t q = 0; q < a.size(); ++q)
+      if (record_row(a.record(q)) >= lo && record_row(a.record(q)) < hi)
+        rows_alone.bytes.insert(rows_alone.bytes.end(), a.record(q), a.record(q) + a.stride());
+    const BlockMatrix alone = operands::build_block_matrix(rows_alone, lo, hi, OperandRole::left, dup);
+    EXPECT_EQ(slice.row_begin, lo);
+    EXPECT_EQ(slice.row_end, hi);
+    EXPECT_EQ(slice.row_ptr, alone.row_ptr) << "case " << c;
+    EXPECT_TRUE(slice.col == alone.col && slice.values == alone.values && slice.masks == alone.masks) << "case " << c;
+  }
+  const InputRecords a = random_blocks(random_spec(rng, 10), rng);
+  const std::int32_t p = a.shape.block_rows();
+  const BlockMatrix am = operands::build_block_matrix(a, 0, p, OperandRole::left, dup);
+  EXPECT_THROW(operands::slice_rows(am, 0, p + 1), Error);
+}
+
 TEST(BuildBlockMatrix, LongShuffledRowsMatchAnIndependentCsr) {
   std::mt19937_64 rng(2024);
   for (std::int32_t m : {1, 3, 4}) {

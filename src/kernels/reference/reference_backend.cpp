@@ -48,7 +48,9 @@ bool all_zero(const std::vector<std::uint64_t>& v) {
 
 class ReferenceBackend final : public HostBackend {
  public:
+  explicit ReferenceBackend(bool whole_inputs) : whole_inputs_(whole_inputs) {}
   std::string name() const override { return "reference"; }
+  bool builds_whole_inputs(const RecordSource&, const RecordSource&) const override { return whole_inputs_; }
 
  protected:
   TilePattern symbolic(const Operands& ops) override {
@@ -95,10 +97,15 @@ class ReferenceBackend final : public HostBackend {
     report.device = "host (serial reference)";
     return report;
   }
+
+ private:
+  bool whole_inputs_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+std::unique_ptr<Backend> make_reference_backend(bool whole_inputs) {
+  return std::make_unique<ReferenceBackend>(whole_inputs);
+}
 
 }  // namespace blockmm::kernels

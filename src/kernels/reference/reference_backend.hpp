@@ -8,6 +8,8 @@
 
 namespace blockmm::kernels {
 
-std::unique_ptr<Backend> make_reference_backend();
+// `whole_inputs`: under MPI on one node, every rank builds both inputs whole and keeps its rows
+// (driver/whole_inputs.hpp), the path the cuda backend takes, here testable without a GPU.
+std::unique_ptr<Backend> make_reference_backend(bool whole_inputs = false);
 
 }  // namespace blockmm::kernels
