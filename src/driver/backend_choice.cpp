@@ -38,6 +38,11 @@ kernels::CudaChoices cuda_choices_from_environment() {
   return choices;
 }
 
+// Whether this run will probably use the GPU: --backend cuda, or auto with inputs this large.
+bool cuda_likely(const Options& options, std::int64_t input_bytes) {
+  return options.backend == "cuda" || (options.backend == "auto" && input_bytes >= kAutoCudaWarmUpInputBytes);
+}
+
 }  // namespace
 
 std::shared_future<void> start_cuda_driver_load(const Options& options) {
@@ -46,9 +51,7 @@ std::shared_future<void> start_cuda_driver_load(const Options& options) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) input_bytes += static_cast<std::int64_t>(st.st_size);
   }
-  const bool likely =
-      options.backend == "cuda" || (options.backend == "auto" && input_bytes >= kAutoCudaWarmUpInputBytes);
-  if (!likely) return {};
+  if (!cuda_likely(options, input_bytes)) return {};
   return std::async(std::launch::async, [] {
            try {
              (void)kernels::cuda_device_available();  // no device nodes: returns at once, loads nothing
@@ -59,8 +62,7 @@ std::shared_future<void> start_cuda_driver_load(const Options& options) {
 
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
                                             std::int64_t input_bytes) {
-  const bool likely = options.backend == "cuda" || (options.backend == "auto" && input_bytes >= kAutoCudaWarmUpInputBytes);
-  if (!likely) return {};
+  if (!cuda_likely(options, input_bytes)) return {};
   // Even asking for the device count loads the driver (about 0.1 s): all of it off this thread.
   // Failures stay silent here; choose_backend says what is wrong, or picks the CPU.
   // (The future is waited for, or destroyed, inside run_product: `comm` outlives it.)

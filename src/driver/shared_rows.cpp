@@ -36,13 +36,13 @@ void add_report(kernels::NumericReport& total, const kernels::NumericReport& par
   if (total.device.empty()) total.device = part.device;
 }
 
-}  // namespace
-
 // BLOCKMM_SHARE_ROWS as set ("" when unset).
-static std::string share_rows_setting() {
+std::string share_rows_setting() {
   const char* v = std::getenv("BLOCKMM_SHARE_ROWS");
   return v != nullptr ? v : "";
 }
+
+}  // namespace
 
 double shared_row_fraction(int ranks, std::int32_t m) {
   if (ranks < 2 || m < 4 || share_rows_setting() == "0") return 0;

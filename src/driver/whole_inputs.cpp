@@ -16,13 +16,9 @@ double read_upload_seconds(const kernels::Backend& backend) {
   return it == steps.end() ? 0.0 : it->second;
 }
 
-// FNV-1a of the bounds, for the check that every rank computed the same.
-std::int64_t bounds_hash(const std::vector<std::int32_t>& bounds) {
-  std::uint64_t hash = 14695981039346656037ull;
-  for (const std::int32_t bound : bounds)
-    for (int byte = 0; byte < 4; ++byte)
-      hash = (hash ^ ((static_cast<std::uint32_t>(bound) >> (8 * byte)) & 0xFF)) * 1099511628211ull;
-  return static_cast<std::int64_t>(hash >> 1);
+// The bounds as bytes, for comparing them with rank 0's.
+std::string bounds_bytes(const std::vector<std::int32_t>& bounds) {
+  return std::string(reinterpret_cast<const char*>(bounds.data()), bounds.size() * sizeof(std::int32_t));
 }
 
 }  // namespace
@@ -53,8 +49,10 @@ WholeInputs build_whole_inputs(kernels::Backend& backend, io::InputFile& a_file,
     whole.bounds = partition::balanced_ranges(backend.row_products(*a, *whole.b), comm.size());
     whole.a = backend.slice_rows(std::move(a), whole.bounds[comm.rank()], whole.bounds[comm.rank() + 1]);
   });
-  const std::int64_t hash = bounds_hash(whole.bounds);
-  if (comm.max(hash) != -comm.max(-hash))
+  const std::string mine = bounds_bytes(whole.bounds);
+  std::string root = mine;
+  comm.broadcast(root, 0);
+  if (comm.sum(root == mine ? 0 : 1) != 0)
     throw Error(ExitCode::other, "internal error: the ranks balanced the rows of the same inputs differently");
   return whole;
 }

@@ -30,7 +30,7 @@ bool builds_whole_inputs(const kernels::Backend& backend, io::InputFile& a_file,
 
 // Collective. Builds B and then A whole (a duplicate block is reported as on one rank, by every
 // rank), balances the rows by kernels::Backend::row_products and keeps this rank's. The bounds
-// follow from the files alone; they are checked to agree between the ranks.
+// follow from the files alone; they are checked against rank 0's.
 WholeInputs build_whole_inputs(kernels::Backend& backend, io::InputFile& a_file, io::InputFile& b_file,
                                const comm::Communicator& comm);
 
