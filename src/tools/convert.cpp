@@ -1,13 +1,14 @@
-// blockmm-convert: COL380 binary <-> HDF5 BSR (DESIGN.md §1), lossless, for inputs (uint16)
+// blockmm-convert's conversion: COL380 binary <-> HDF5 BSR (DESIGN.md §1), lossless, for inputs (uint16)
 // and products (uint32). The input's kind comes from its signature, the output's from --to or
 // OUT's extension. BSR stores blocks sorted by (i, j): a sorted binary file (every blockmm
 // product is one) streams through in pieces; an unsorted one is loaded and sorted in memory,
 // and a repeated block is an error. HDF5 -> binary writes the blocks in BSR order, so
 // bin -> h5 -> bin of a sorted file gives back the same bytes.
+#include "tools/convert.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -27,11 +28,10 @@
 #include "io/hdf5_bsr.hpp"
 #include "io/input_file.hpp"
 #include "io/product_writer.hpp"
-#include "tools/tool_main.hpp"
 
+namespace blockmm::tools {
 namespace {
 
-using namespace blockmm;
 using io::BsrHeader;
 using io::ValueWidth;
 
@@ -191,32 +191,13 @@ void write_hdf5(const Source& source, const std::string& target) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"blockmm-convert: convert a block matrix between the COL380 binary format and HDF5 (BSR layout,\n"
-               "readable by scipy.sparse.bsr_matrix), losslessly, for inputs (uint16) and products (uint32)."};
-  std::string in_path;
-  std::string out_path;
-  std::string to = "auto";
-  std::string values = "auto";
-  app.add_option("IN", in_path, "file to convert (binary or HDF5, told apart by its signature)")->required();
-  app.add_option("OUT", out_path, "file to write")->required();
-  app.add_option("--to", to, "output format: h5, bin, or auto (h5 when OUT ends in .h5 or .hdf5)")
-      ->check(CLI::IsMember({"auto", "h5", "hdf5", "bin", "binary"}));
-  app.add_option("--values", values,
-                 "value width of the input: u16 (input matrix), u32 (product), or auto (binary: from the file size; "
-                 "an empty binary file counts as u16)")
-      ->check(CLI::IsMember({"auto", "u16", "u32"}));
-  app.footer("Exit codes: 0 success, 2 usage, 3 unreadable or malformed input, 4 output failure.");
-
-  return blockmm::tools::run_tool("blockmm-convert", app, argc, argv, [&] {
-    const io::OutputFormat format = io::choose_output_format(out_path, to);
-    const std::string warning = io::output_name_warning(out_path, format);
-    if (!warning.empty()) std::fprintf(stderr, "blockmm-convert: warning: %s\n", warning.c_str());
-    const Source source = io::has_hdf5_signature(in_path) ? hdf5_source(in_path, values) : binary_source(in_path, values);
-    if (format == io::OutputFormat::hdf5)
-      write_hdf5(source, out_path);
-    else
-      write_binary(source, out_path);
-    return 0;
-  });
+void convert_matrix(const std::string& in_path, const std::string& out_path, io::OutputFormat format,
+                    const std::string& values) {
+  const Source source = io::has_hdf5_signature(in_path) ? hdf5_source(in_path, values) : binary_source(in_path, values);
+  if (format == io::OutputFormat::hdf5)
+    write_hdf5(source, out_path);
+  else
+    write_binary(source, out_path);
 }
+
+}  // namespace blockmm::tools
