@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "comm/communicator.hpp"
+#include "comm/mpi_start.hpp"
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
 #include "driver/options.hpp"
@@ -41,6 +42,7 @@ void hold_until_every_rank_has_reported(int* argc, char*** argv) {
                                               !blockmm::comm::launched_by_mpi_launcher()))
     return;
   try {
+    blockmm::comm::apply_mpi_start_settings(mode);
     const blockmm::comm::Communicator comm(mode, argc, argv);
     comm.barrier();
   } catch (...) {
@@ -71,11 +73,15 @@ int main(int argc, char** argv) {
     return exit_code;
   }
 
-  // CUDA's driver loads beside MPI_Init (and the launcher's wire-up) where a GPU is likely.
+  // What MPI starts with where the user chose nothing (comm/mpi_start.hpp), set while this is
+  // the only thread: CUDA's driver then loads beside MPI_Init (and the launcher's wire-up)
+  // where a GPU is likely.
+  const blockmm::comm::MpiMode mpi_mode = mpi_mode_from_environment();
+  blockmm::comm::apply_mpi_start_settings(mpi_mode);
   const std::shared_future<void> cuda_driver_load = blockmm::driver::start_cuda_driver_load(options);
   std::unique_ptr<blockmm::comm::Communicator> comm;
   try {
-    comm = std::make_unique<blockmm::comm::Communicator>(mpi_mode_from_environment(), &argc, &argv);
+    comm = std::make_unique<blockmm::comm::Communicator>(mpi_mode, &argc, &argv);
   } catch (const blockmm::Error& e) {
     report(e.what());
     return static_cast<int>(e.code());

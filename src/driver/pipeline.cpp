@@ -14,6 +14,7 @@
 #include <thread>
 #include <tuple>
 
+#include "comm/mpi_start.hpp"
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
 #include "driver/cores.hpp"
@@ -116,6 +117,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.ranks = comm.size();
   stats.nodes = comm.nodes();
   stats.nodes_simulated = comm.simulated_nodes();
+  stats.mpi_start_settings = comm::applied_mpi_start_settings();
   // Threads and cores (driver/cores.hpp): --threads, OMP_NUM_THREADS, else the rank's share of
   // its node within the cores it is bound to; only Open MPI's unasked-for binding is widened.
   const CorePlan cores = choose_cores(options.threads, comm.node_rank(), comm.node_size());

@@ -747,6 +747,53 @@ TEST_F(Mpi, StatsReportPerRankWorkAndImbalance) {
   }
 }
 
+// comm/mpi_start.hpp: ranks that all share one node start Open MPI on its shared-memory layer
+// and hwloc without its OpenCL plugin, unless the user named a transport or hwloc components;
+// the product is the same either way, and a run without MPI sets nothing.
+TEST_F(Mpi, StartSettingsOnOneNodeYieldToTheUsersOwn) {
+  std::mt19937_64 rng(1717);
+  const testing::RandomSpec spec = testing::random_spec(rng, 16);
+  const InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
+  const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+  const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
+  const RunResult version = run_process({env_or("BLOCKMM_BIN"), "--version"});
+  ASSERT_EQ(version.exit_code, 0) << version.describe();
+  const bool open_mpi = version.out.find("Open MPI") != std::string::npos;
+  using Settings = std::vector<std::string>;
+  const Settings shared_memory = open_mpi ? Settings{"OMPI_MCA_pml=ob1", "OMPI_MCA_osc=^ucx"} : Settings{};
+  struct Case {
+    std::vector<std::string> env;  // ctest's own environment names OMPI_MCA_pml and OMPI_MCA_osc
+    Settings expected;
+  };
+  std::vector<Case> cases;
+  Settings all{"HWLOC_COMPONENTS=-opencl"};
+  all.insert(all.end(), shared_memory.begin(), shared_memory.end());
+  cases.push_back({{"OMPI_MCA_pml=", "OMPI_MCA_osc=", "HWLOC_COMPONENTS="}, all});
+  cases.push_back({{"HWLOC_COMPONENTS="}, {"HWLOC_COMPONENTS=-opencl"}});
+  cases.push_back({{"OMPI_MCA_pml=", "OMPI_MCA_osc=", "HWLOC_COMPONENTS=-gl"}, shared_memory});
+  cases.push_back({{"OMPI_MCA_pml=", "OMPI_MCA_osc=", "OMPI_MCA_btl=self,vader", "HWLOC_COMPONENTS=-gl"}, {}});
+  for (const Case& c : cases) {
+    for (int n : {1, 2}) {
+      SCOPED_TRACE("mpiexec -n " + std::to_string(n) + " with " + ::testing::PrintToString(c.env));
+      const std::string out = out_dir + "/C.bin";
+      const MpiRun m = run_mpi(n, {"-q", "--threads", "1", "--stats=json", pa, pb, out}, c.env);
+      ASSERT_TRUE(mpi_succeeded(m));
+      EXPECT_TRUE(read_bytes(out) == expected);
+      nlohmann::json j;
+      ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
+      EXPECT_EQ(j.at("mpi_start_settings").get<Settings>(), c.expected);
+      std::remove(out.c_str());
+    }
+  }
+  RunOptions plain_options;
+  plain_options.set_env = {"OMPI_MCA_pml=", "HWLOC_COMPONENTS="};
+  const RunResult plain =
+      run_process({env_or("BLOCKMM_BIN"), "-q", "--stats=json", pa, pb, out_dir + "/C.bin"}, plain_options);
+  ASSERT_EQ(plain.exit_code, 0) << plain.describe();
+  EXPECT_TRUE(read_bytes(out_dir + "/C.bin") == expected);
+  EXPECT_EQ(nlohmann::json::parse(plain.out).at("mpi_start_settings").get<Settings>(), Settings{});
+}
+
 TEST_F(Mpi, SkewedRowsAreBalancedByWorkNotByRowCount) {
   std::mt19937_64 rng(2024);
   // n = 1024, m = 4: p = 256 rows; A's row i holds ~ 1500 / (i+1) blocks / H(256), row 0 ~ 245.

@@ -1,0 +1,34 @@
+// What blockmm sets in its own environment before MPI_Init, where the user set nothing: the
+// defaults that make a launch on one node cost hundredths of a second instead of tenths
+// (bench/NOTES.md item 16; README, "Running it").
+//   - HWLOC_COMPONENTS=-opencl: hwloc's OpenCL plugin starts every OpenCL platform to list its
+//     devices, 0.55 s on an NVIDIA GPU node, for a topology in which MPI never needs them.
+//   - Open MPI, every rank of the job on this node: OMPI_MCA_pml=ob1 and OMPI_MCA_osc=^ucx, so
+//     that ranks talk through shared memory at once instead of first starting UCX, which costs
+//     0.2 s of every MPI_Init and finds only this node.
+// A variable the user (or `mpirun --mca`) set is never changed; naming any Open MPI transport
+// (pml, btl or mtl) keeps all three as they are.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace blockmm::comm {
+
+enum class MpiMode;
+
+// The settings for an environment seen through `lookup` (a variable's value, or nullptr when it
+// is not set; an empty value counts as not set), as "NAME=value", in the order given above.
+// `open_mpi`: whether blockmm was built against Open MPI.
+std::vector<std::string> mpi_start_settings(const std::function<const char*(const char*)>& lookup, bool open_mpi);
+
+// Applies mpi_start_settings() to this process's environment when MPI will start (`mode` on, or
+// automatic under a launcher), and returns what it set. setenv is not safe beside another
+// thread's getenv: call it before any thread starts (main does, before the CUDA driver load).
+std::vector<std::string> apply_mpi_start_settings(MpiMode mode);
+
+// What apply_mpi_start_settings() set in this process (empty before it or without MPI).
+const std::vector<std::string>& applied_mpi_start_settings();
+
+}  // namespace blockmm::comm
