@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "build_info.hpp"
 #include "core/error.hpp"
@@ -43,15 +44,81 @@ bool cuda_likely(const Options& options, std::int64_t input_bytes) {
   return options.backend == "cuda" || (options.backend == "auto" && input_bytes >= kAutoCudaWarmUpInputBytes);
 }
 
-}  // namespace
-
-std::shared_future<void> start_cuda_driver_load(const Options& options) {
+std::int64_t input_file_bytes(const Options& options) {
   std::int64_t input_bytes = 0;
   for (const std::string& path : {options.a_path, options.b_path}) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) input_bytes += static_cast<std::int64_t>(st.st_size);
   }
-  if (!cuda_likely(options, input_bytes)) return {};
+  return input_bytes;
+}
+
+// A non-negative integer, or -1.
+int parse_count(const char* text) {
+  if (text == nullptr || *text == '\0') return -1;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  return *end == '\0' && value >= 0 && value <= 1 << 20 ? static_cast<int>(value) : -1;
+}
+
+std::string& applied_visibility() {
+  static std::string setting;
+  return setting;
+}
+
+}  // namespace
+
+std::string cuda_visibility_setting(const std::function<const char*(const char*)>& lookup, bool uses_mpi) {
+  const char* visible = lookup("CUDA_VISIBLE_DEVICES");
+  std::vector<std::string> entries;
+  if (visible != nullptr) {
+    std::string entry;
+    for (const char* c = visible;; ++c) {
+      if (*c == ',' || *c == '\0') {
+        if (!entry.empty()) entries.push_back(entry);
+        entry.clear();
+        if (*c == '\0') break;
+      } else if (*c != ' ') {
+        entry += *c;
+      }
+    }
+    if (entries.size() <= 1) return "";  // no GPU, or one already: the user's choice stands
+  }
+  int local_rank = 0;
+  bool alone = true;  // the only rank on this node
+  if (uses_mpi) {
+    if (lookup("OMPI_COMM_WORLD_LOCAL_RANK") != nullptr) {
+      local_rank = parse_count(lookup("OMPI_COMM_WORLD_LOCAL_RANK"));
+      alone = parse_count(lookup("OMPI_COMM_WORLD_LOCAL_SIZE")) == 1;
+    } else if (lookup("SLURM_LOCALID") != nullptr) {
+      local_rank = parse_count(lookup("SLURM_LOCALID"));
+      const int tasks = parse_count(lookup("SLURM_STEP_NUM_TASKS")), nodes = parse_count(lookup("SLURM_STEP_NUM_NODES"));
+      alone = tasks > 0 && tasks == nodes;
+    } else {
+      return "";  // where the rank sits is known only after MPI_Init
+    }
+    if (local_rank < 0) return "";
+  }
+  if (visible == nullptr) return alone ? "CUDA_VISIBLE_DEVICES=0" : "";
+  return "CUDA_VISIBLE_DEVICES=" + entries[alone ? 0 : static_cast<std::size_t>(local_rank) % entries.size()];
+}
+
+std::string apply_cuda_visibility(const Options& options, bool uses_mpi) {
+  if (!cuda_likely(options, input_file_bytes(options))) return "";
+  const std::string setting =
+      cuda_visibility_setting([](const char* name) -> const char* { return std::getenv(name); }, uses_mpi);
+  if (!setting.empty()) {
+    const std::size_t eq = setting.find('=');
+    ::setenv(setting.substr(0, eq).c_str(), setting.substr(eq + 1).c_str(), 1);
+  }
+  applied_visibility() = setting;
+  return setting;
+}
+
+const std::string& applied_cuda_visibility() { return applied_visibility(); }
+
+std::shared_future<void> start_cuda_driver_load(const Options& options) {
+  if (!cuda_likely(options, input_file_bytes(options))) return {};
   return std::async(std::launch::async, [] {
            try {
              (void)kernels::cuda_device_available();  // no device nodes: returns at once, loads nothing

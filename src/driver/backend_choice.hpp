@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -30,6 +32,23 @@ constexpr std::int64_t kAutoCudaWarmUpInputBytes = std::int64_t{64} << 20;
 // MPI's start-up hides it. Only the driver: which device is this rank's follows its node-local
 // rank, known after MPI_Init (start_cuda_warm_up creates that context). Empty future otherwise.
 std::shared_future<void> start_cuda_driver_load(const Options& options);
+
+// The one GPU this process will use, made the only one CUDA sees, where the environment alone
+// tells which (CUDA's start-up sets up every visible GPU: 0.11 s each on the two-H200 node,
+// so a process using one GPU of eight would pay for eight). Known when this process is the only
+// rank on its node (a plain run; Open MPI's local size 1; a Slurm step of one task a node): the
+// first visible GPU, as the backend would take; and for several ranks a node when
+// CUDA_VISIBLE_DEVICES lists the GPUs: entry (node-local rank mod entries). Otherwise, and when
+// CUDA_VISIBLE_DEVICES is set but empty or names one GPU already, nothing. Returns
+// "CUDA_VISIBLE_DEVICES=<value>" or "". `lookup` reads the environment (nullptr: not set);
+// `uses_mpi`: whether MPI will start.
+std::string cuda_visibility_setting(const std::function<const char*(const char*)>& lookup, bool uses_mpi);
+
+// Sets cuda_visibility_setting() in this process's environment where the run will probably use
+// the GPU (as start_cuda_driver_load decides). Before any other thread starts (setenv) and
+// before CUDA loads. Returns what it set ("" if nothing), also kept for applied_cuda_visibility().
+std::string apply_cuda_visibility(const Options& options, bool uses_mpi);
+const std::string& applied_cuda_visibility();
 
 // Starts CUDA in the background when this run will probably use it; the returned future is
 // waited for by choose_backend (empty when nothing was started).

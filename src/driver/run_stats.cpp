@@ -108,7 +108,7 @@ std::string stats_json(const RunStats& s) {
   j["shared_rows"] = s.shared_rows;
   j["nodes"] = s.nodes;
   j["nodes_simulated"] = s.nodes_simulated;
-  j["mpi_start_settings"] = s.mpi_start_settings;
+  j["start_settings"] = s.start_settings;
   j["input_bytes_moved"] = {
       {"within_node", {{"records", s.record_bytes_within_node}, {"index", s.index_bytes_within_node}}},
       {"between_nodes", {{"records", s.record_bytes_between_nodes}, {"index", s.index_bytes_between_nodes}}}};

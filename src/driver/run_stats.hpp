@@ -38,7 +38,7 @@ struct RunStats {
   std::string host;                       // rank 0's host name
   std::string started_utc;                // ISO 8601, e.g. 2026-11-24T23:05:12Z
   std::vector<std::string> rank_devices;  // what ran each rank's numeric phase (GPU names for cuda)
-  std::vector<std::string> mpi_start_settings;  // "NAME=value" blockmm set before MPI_Init (comm/mpi_start.hpp)
+  std::vector<std::string> start_settings;  // "NAME=value" blockmm set before MPI and CUDA started (main.cpp)
 
   std::string backend;
   std::string device;

@@ -781,7 +781,7 @@ TEST_F(Mpi, StartSettingsOnOneNodeYieldToTheUsersOwn) {
       EXPECT_TRUE(read_bytes(out) == expected);
       nlohmann::json j;
       ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
-      EXPECT_EQ(j.at("mpi_start_settings").get<Settings>(), c.expected);
+      EXPECT_EQ(j.at("start_settings").get<Settings>(), c.expected);
       std::remove(out.c_str());
     }
   }
@@ -791,7 +791,7 @@ TEST_F(Mpi, StartSettingsOnOneNodeYieldToTheUsersOwn) {
       run_process({env_or("BLOCKMM_BIN"), "-q", "--stats=json", pa, pb, out_dir + "/C.bin"}, plain_options);
   ASSERT_EQ(plain.exit_code, 0) << plain.describe();
   EXPECT_TRUE(read_bytes(out_dir + "/C.bin") == expected);
-  EXPECT_EQ(nlohmann::json::parse(plain.out).at("mpi_start_settings").get<Settings>(), Settings{});
+  EXPECT_EQ(nlohmann::json::parse(plain.out).at("start_settings").get<Settings>(), Settings{});
 }
 
 TEST_F(Mpi, SkewedRowsAreBalancedByWorkNotByRowCount) {

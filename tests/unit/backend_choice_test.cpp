@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "driver/backend_choice.hpp"
@@ -81,6 +82,58 @@ TEST(CudaDriverLoad, StartsOnlyWhereTheRunWillProbablyWantAGpu) {
   EXPECT_FALSE(started("auto"));
   for (const char* name : {"small.bin", "half.bin", "large.bin"}) std::remove((dir + "/" + name).c_str());
   ::rmdir(dir.c_str());
+}
+
+std::string visibility(const std::vector<std::pair<std::string, std::string>>& env, bool uses_mpi) {
+  return cuda_visibility_setting(
+      [&](const char* name) -> const char* {
+        for (const auto& [key, value] : env)
+          if (key == name) return value.c_str();
+        return nullptr;
+      },
+      uses_mpi);
+}
+
+TEST(CudaVisibility, AProcessAloneOnItsNodeSeesOnlyTheGpuItUses) {
+  EXPECT_EQ(visibility({}, false), "CUDA_VISIBLE_DEVICES=0");
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", "3,1"}}, false), "CUDA_VISIBLE_DEVICES=3");
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", " GPU-ab12 , GPU-cd34"}}, false), "CUDA_VISIBLE_DEVICES=GPU-ab12");
+  EXPECT_EQ(visibility({{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}}, true),
+            "CUDA_VISIBLE_DEVICES=0");
+  EXPECT_EQ(visibility({{"SLURM_LOCALID", "0"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_STEP_NUM_NODES", "4"}}, true),
+            "CUDA_VISIBLE_DEVICES=0");
+}
+
+TEST(CudaVisibility, RanksSharingANodeTakeTheirEntryOfTheUsersList) {
+  const std::pair<std::string, std::string> list{"CUDA_VISIBLE_DEVICES", "4,5,6"};
+  for (int r = 0; r < 7; ++r) {
+    SCOPED_TRACE(r);
+    const std::string expected = "CUDA_VISIBLE_DEVICES=" + std::to_string(4 + r % 3);
+    EXPECT_EQ(visibility({list, {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(r)}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "7"}},
+                         true),
+              expected);
+    EXPECT_EQ(visibility({list, {"SLURM_LOCALID", std::to_string(r)}, {"SLURM_STEP_NUM_TASKS", "14"},
+                          {"SLURM_STEP_NUM_NODES", "2"}},
+                         true),
+              expected);
+  }
+}
+
+TEST(CudaVisibility, NothingWhereTheEnvironmentDoesNotTell) {
+  // Several ranks a node and no list: how many GPUs CUDA will see is known only to CUDA.
+  EXPECT_EQ(visibility({{"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}, true), "");
+  EXPECT_EQ(visibility({{"SLURM_LOCALID", "0"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_STEP_NUM_NODES", "2"}}, true), "");
+  // A launcher that tells no local rank (MPICH's Hydra, say), or a garbled one.
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", "0,1"}, {"PMI_RANK", "1"}}, true), "");
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", "0,1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "x"}}, true), "");
+  // The user's own choice of no GPU or of one GPU stands.
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", ""}}, false), "");
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", "2"}}, false), "");
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", " , "}}, false), "");
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", "GPU-ab12"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}},
+                       true),
+            "");
 }
 
 TEST(WorkEstimate, EvenlySpreadBlocksSharedAmongRanks) {
