@@ -47,14 +47,18 @@ std::vector<std::string> apply_mpi_start_settings(MpiMode mode) {
 #endif
   std::vector<std::string> settings =
       mpi_start_settings([](const char* name) -> const char* { return std::getenv(name); }, open_mpi);
-  for (const std::string& s : settings) {
-    const std::size_t eq = s.find('=');
-    ::setenv(s.substr(0, eq).c_str(), s.substr(eq + 1).c_str(), 1);
-  }
+  set_environment(settings);
   applied() = settings;
   return settings;
 }
 
 const std::vector<std::string>& applied_mpi_start_settings() { return applied(); }
+
+void set_environment(const std::vector<std::string>& settings) {
+  for (const std::string& s : settings) {
+    const std::size_t eq = s.find('=');
+    ::setenv(s.substr(0, eq).c_str(), s.substr(eq + 1).c_str(), 1);
+  }
+}
 
 }  // namespace blockmm::comm

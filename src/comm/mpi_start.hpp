@@ -31,4 +31,7 @@ std::vector<std::string> apply_mpi_start_settings(MpiMode mode);
 // What apply_mpi_start_settings() set in this process (empty before it or without MPI).
 const std::vector<std::string>& applied_mpi_start_settings();
 
+// Sets each "NAME=value" in this process's environment (setenv: only while no other thread runs).
+void set_environment(const std::vector<std::string>& settings);
+
 }  // namespace blockmm::comm

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "build_info.hpp"
+#include "comm/mpi_start.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 
@@ -107,10 +108,7 @@ std::string apply_cuda_visibility(const Options& options, bool uses_mpi) {
   if (!cuda_likely(options, input_file_bytes(options))) return "";
   const std::string setting =
       cuda_visibility_setting([](const char* name) -> const char* { return std::getenv(name); }, uses_mpi);
-  if (!setting.empty()) {
-    const std::size_t eq = setting.find('=');
-    ::setenv(setting.substr(0, eq).c_str(), setting.substr(eq + 1).c_str(), 1);
-  }
+  if (!setting.empty()) comm::set_environment({setting});
   applied_visibility() = setting;
   return setting;
 }
