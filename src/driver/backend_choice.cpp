@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -69,7 +72,40 @@ std::string& applied_visibility() {
 
 }  // namespace
 
-std::string cuda_visibility_setting(const std::function<const char*(const char*)>& lookup, bool uses_mpi) {
+std::vector<std::string> node_gpu_uuids(const std::string& proc_root, const std::string& dev_root) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> gpus;
+  for (fs::directory_iterator it(proc_root + "/gpus", ec), end; !ec && it != end; it.increment(ec)) gpus.push_back(it->path());
+  std::sort(gpus.begin(), gpus.end());  // bus order: the directories are named by PCI address
+  std::vector<std::string> uuids;
+  for (const fs::path& gpu : gpus) {
+    std::ifstream information(gpu / "information");
+    std::string uuid, minor, excluded;
+    for (std::string line; std::getline(information, line);) {
+      const std::size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      value.erase(value.find_last_not_of(" \t\r") + 1);
+      const std::string key = line.substr(0, colon);
+      if (key == "GPU UUID") uuid = value;
+      if (key == "Device Minor") minor = value;
+      if (key == "GPU Excluded") excluded = value;
+    }
+    if (uuid.rfind("GPU-", 0) != 0 || parse_count(minor.c_str()) < 0 || excluded == "Yes") continue;
+    // MIG instances of this GPU, if any, are what CUDA enumerates: leave the choice to CUDA.
+    for (fs::directory_iterator it(proc_root + "/capabilities/gpu" + minor + "/mig", ec), end; !ec && it != end;
+         it.increment(ec))
+      if (it->path().filename().string().rfind("gi", 0) == 0) return {};
+    ec.clear();
+    if (::access((dev_root + "/nvidia" + minor).c_str(), R_OK | W_OK) == 0) uuids.push_back(uuid);
+  }
+  return uuids;
+}
+
+std::string cuda_visibility_setting(const std::function<const char*(const char*)>& lookup, bool uses_mpi,
+                                    const std::vector<std::string>& node_gpus) {
   const char* visible = lookup("CUDA_VISIBLE_DEVICES");
   std::vector<std::string> entries;
   if (visible != nullptr) {
@@ -100,14 +136,23 @@ std::string cuda_visibility_setting(const std::function<const char*(const char*)
     }
     if (local_rank < 0) return "";
   }
-  if (visible == nullptr) return alone ? "CUDA_VISIBLE_DEVICES=0" : "";
+  if (visible == nullptr) {
+    if (alone) return "CUDA_VISIBLE_DEVICES=0";
+    if (node_gpus.size() <= 1) return "";
+    return "CUDA_VISIBLE_DEVICES=" + node_gpus[static_cast<std::size_t>(local_rank) % node_gpus.size()];
+  }
   return "CUDA_VISIBLE_DEVICES=" + entries[alone ? 0 : static_cast<std::size_t>(local_rank) % entries.size()];
 }
 
 std::string apply_cuda_visibility(const Options& options, bool uses_mpi) {
   if (!cuda_likely(options, input_file_bytes(options))) return "";
+  const auto lookup = [](const char* name) -> const char* { return std::getenv(name); };
+  // The driver's files are read only where they can matter: several ranks a node, no list.
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const bool may_need_node_gpus = uses_mpi && std::getenv("CUDA_VISIBLE_DEVICES") == nullptr &&
+                                  !(local_size != nullptr && std::strcmp(local_size, "1") == 0);
   const std::string setting =
-      cuda_visibility_setting([](const char* name) -> const char* { return std::getenv(name); }, uses_mpi);
+      cuda_visibility_setting(lookup, uses_mpi, may_need_node_gpus ? node_gpu_uuids() : std::vector<std::string>{});
   if (!setting.empty()) comm::set_environment({setting});
   applied_visibility() = setting;
   return setting;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -84,14 +85,15 @@ TEST(CudaDriverLoad, StartsOnlyWhereTheRunWillProbablyWantAGpu) {
   ::rmdir(dir.c_str());
 }
 
-std::string visibility(const std::vector<std::pair<std::string, std::string>>& env, bool uses_mpi) {
+std::string visibility(const std::vector<std::pair<std::string, std::string>>& env, bool uses_mpi,
+                       const std::vector<std::string>& node_gpus = {}) {
   return cuda_visibility_setting(
       [&](const char* name) -> const char* {
         for (const auto& [key, value] : env)
           if (key == name) return value.c_str();
         return nullptr;
       },
-      uses_mpi);
+      uses_mpi, node_gpus);
 }
 
 TEST(CudaVisibility, AProcessAloneOnItsNodeSeesOnlyTheGpuItUses) {
@@ -134,6 +136,63 @@ TEST(CudaVisibility, NothingWhereTheEnvironmentDoesNotTell) {
                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}},
                        true),
             "");
+}
+
+TEST(CudaVisibility, RanksSharingANodeWithoutAListTakeTheirGpuOfTheNode) {
+  const std::vector<std::string> gpus{"GPU-a", "GPU-b", "GPU-c", "GPU-d"};
+  for (int r = 0; r < 6; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_EQ(visibility({{"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(r)}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "6"}}, true,
+                         gpus),
+              "CUDA_VISIBLE_DEVICES=" + gpus[static_cast<std::size_t>(r) % 4]);
+  }
+  // One GPU on the node, or none known: nothing to narrow.
+  EXPECT_EQ(visibility({{"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}, true, {"GPU-a"}), "");
+  // A list of the user's wins over the node's GPUs.
+  EXPECT_EQ(visibility({{"CUDA_VISIBLE_DEVICES", "7,6"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+                       true, gpus),
+            "CUDA_VISIBLE_DEVICES=6");
+}
+
+// A driver's /proc/driver/nvidia and /dev, written out: GPUs in bus order, one excluded, one
+// whose device node is missing (a container given three of four GPUs).
+class NodeGpus : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = ::testing::TempDir() + "/blockmm-node-gpus-" + std::to_string(::getpid());
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_ + "/dev");
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void gpu(const std::string& bus, const std::string& uuid, int minor, bool excluded = false, bool device_node = true) {
+    const std::string dir = root_ + "/proc/gpus/" + bus;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/information") << "Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t " << uuid
+                                         << "\nBus Location: \t " << bus << "\nDevice Minor: \t " << minor
+                                         << "\nGPU Excluded:\t " << (excluded ? "Yes" : "No") << "\n";
+    std::filesystem::create_directories(root_ + "/proc/capabilities/gpu" + std::to_string(minor) + "/mig");
+    if (device_node) std::ofstream(root_ + "/dev/nvidia" + std::to_string(minor)) << "";
+  }
+  std::vector<std::string> uuids() const { return node_gpu_uuids(root_ + "/proc", root_ + "/dev"); }
+  std::string root_;
+};
+
+TEST_F(NodeGpus, UsableGpusInBusOrder) {
+  gpu("0000:00:09.0", "GPU-d", 3);
+  gpu("0000:00:06.0", "GPU-a", 0);
+  gpu("0000:00:08.0", "GPU-c", 2, /*excluded=*/true);
+  gpu("0000:00:07.0", "GPU-b", 1, false, /*device_node=*/false);
+  EXPECT_EQ(uuids(), (std::vector<std::string>{"GPU-a", "GPU-d"}));
+}
+
+TEST_F(NodeGpus, MigInstancesOrMissingFilesLeaveTheChoiceToCuda) {
+  EXPECT_EQ(uuids(), std::vector<std::string>{});  // no driver files
+  gpu("0000:00:06.0", "GPU-a", 0);
+  gpu("0000:00:07.0", "GPU-b", 1);
+  EXPECT_EQ(uuids(), (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  std::filesystem::create_directories(root_ + "/proc/capabilities/gpu1/mig/gi1");
+  EXPECT_EQ(uuids(), std::vector<std::string>{});
 }
 
 TEST(WorkEstimate, EvenlySpreadBlocksSharedAmongRanks) {
