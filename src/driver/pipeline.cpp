@@ -348,10 +348,14 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   mine.numeric = clock.lap();
   mine.write = report.sink_seconds;
   mine.numeric_compute = report.compute_seconds;
-  stats.device = report.device;
+  // "GPU 0" is the rank's own view; where blockmm narrowed what CUDA sees, it names the GPU too.
+  const std::string my_device = report.device.rfind("GPU ", 0) == 0 && !applied_cuda_visibility().empty()
+                                    ? report.device + " [" + applied_cuda_visibility() + "]"
+                                    : report.device;
+  stats.device = my_device;
   stats.backend_steps = backend->step_seconds();
   for (int r = 0; r < comm.size(); ++r) {  // each rank's device, for --stats=json's "gpus"
-    std::string device = comm.rank() == r ? report.device : std::string();
+    std::string device = comm.rank() == r ? my_device : std::string();
     comm.broadcast(device, r);
     stats.rank_devices.push_back(device);
   }
