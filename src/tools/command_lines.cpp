@@ -34,7 +34,7 @@
 namespace blockmm::tools {
 namespace {
 
-// Exit codes of failures. By default a blockmm::Error exits with its own code (bad input 3,
+// Exit codes of failures. By default a Error exits with its own code (bad input 3,
 // output failure 4, ...), out of memory 5, anything else 1. A comparison tool, whose 1 means
 // "different", sets `trouble` so that every failure (usage included) exits with that code.
 struct ExitPolicy {
@@ -70,26 +70,24 @@ int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::
   }
 }
 
-
-const char* order_name(blockmm::tools::RecordOrder order) {
+const char* order_name(RecordOrder order) {
   switch (order) {
-    case blockmm::tools::RecordOrder::sorted: return "sorted";
-    case blockmm::tools::RecordOrder::reverse: return "reverse";
+    case RecordOrder::sorted: return "sorted";
+    case RecordOrder::reverse: return "reverse";
     default: return "shuffled";
   }
 }
 
-const char* width_name(blockmm::io::ValueWidth w) {
-  return w == blockmm::io::ValueWidth::u16 ? "uint16 values (an input matrix)" : "uint32 values (a product)";
+const char* width_name(io::ValueWidth w) {
+  return w == io::ValueWidth::u16 ? "uint16 values (an input matrix)" : "uint32 values (a product)";
 }
 
 }  // namespace
 
 int gen_command(int argc, char** argv) {
-  using blockmm::tools::RecordOrder;
   CLI::App app{"blockmm-gen: write a random COL380 input matrix (uint16 blocks).\n"
                "The file depends only on the options (not on --threads): the same seed gives the same bytes."};
-  blockmm::tools::GenSpec spec;
+  GenSpec spec;
   std::string out;
   std::int64_t k = -1;
   double density = -1;
@@ -122,27 +120,27 @@ int gen_command(int argc, char** argv) {
 
   return run_tool("blockmm-gen", app, argc, argv, [&] {
     if (k_option->count() == 0 && density_option->count() == 0)
-      throw blockmm::UsageError("give the number of blocks, --k K or --density D");
+      throw UsageError("give the number of blocks, --k K or --density D");
     if (spec.n > 0 && spec.m > 0 && spec.n % spec.m == 0) {
       const double p = static_cast<double>(spec.n / spec.m);
       if (density_option->count() > 0) {
         if (!(density >= 0 && density <= 1))
-          throw blockmm::UsageError("--density " + std::to_string(density) + " must lie in [0, 1]");
+          throw UsageError("--density " + std::to_string(density) + " must lie in [0, 1]");
         k = std::llround(density * p * p);
       }
     }
     spec.k = k;
     spec.order = order == "sorted" ? RecordOrder::sorted : order == "reverse" ? RecordOrder::reverse : RecordOrder::shuffled;
-    blockmm::tools::check_spec(spec);
-    if (spec.m > blockmm::kMaxSupportedBlockOrder)
-      throw blockmm::UsageError("--m " + std::to_string(spec.m) + " exceeds the largest block order blockmm supports, " +
-                                std::to_string(blockmm::kMaxSupportedBlockOrder) + " (a block of m*m uint16 values stays below 4 GiB)");
-    blockmm::check_thread_count(threads, "--threads");
-    if (threads == 0) blockmm::check_omp_num_threads_environment();
+    check_spec(spec);
+    if (spec.m > kMaxSupportedBlockOrder)
+      throw UsageError("--m " + std::to_string(spec.m) + " exceeds the largest block order blockmm supports, " +
+                                std::to_string(kMaxSupportedBlockOrder) + " (a block of m*m uint16 values stays below 4 GiB)");
+    check_thread_count(threads, "--threads");
+    if (threads == 0) check_omp_num_threads_environment();
     if (threads > 0) omp_set_num_threads(threads);
 
     const auto start = std::chrono::steady_clock::now();
-    const blockmm::tools::GenResult result = blockmm::tools::generate(spec, out);
+    const GenResult result = generate(spec, out);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!quiet) {
       const double p = static_cast<double>(spec.n / spec.m);
@@ -157,7 +155,7 @@ int gen_command(int argc, char** argv) {
 }
 
 int cmp_command(int argc, char** argv) {
-  using blockmm::io::BinaryFileInfo;
+  using io::BinaryFileInfo;
   CLI::App app{"blockmm-cmp: compare two matrix files (COL380 binary or HDF5, in any mix, told apart by their\n"
                "signature) as matrices: same n, m and (i, j) -> block values. Record order is free and all-zero\n"
                "blocks count as absent. Both files hold inputs (uint16) or both hold products (uint32); a binary\n"
@@ -175,17 +173,16 @@ int cmp_command(int argc, char** argv) {
   ExitPolicy policy;
   policy.trouble = 2;
   return run_tool("blockmm-cmp", app, argc, argv, [&] {
-    blockmm::check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
-    using blockmm::tools::MappedFile;
+    check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
     const std::unique_ptr<MappedFile> expected = MappedFile::open(expected_path);
     const std::unique_ptr<MappedFile> actual = MappedFile::open(actual_path);
     const BinaryFileInfo& e = expected->info();
     const BinaryFileInfo& a = actual->info();
     // A file without blocks fits either width (an empty binary file reads as uint16).
     if (e.width != a.width && e.header.k > 0 && a.header.k > 0)
-      throw blockmm::UsageError(actual_path + ": holds " + width_name(a.width) + ", but " + expected_path + " holds " +
+      throw UsageError(actual_path + ": holds " + width_name(a.width) + ", but " + expected_path + " holds " +
                                 width_name(e.width));
-    const blockmm::tools::Comparison c = blockmm::tools::compare_files(*expected, *actual, strict);
+    const Comparison c = compare_files(*expected, *actual, strict);
     if (c.equal()) {
       if (!quiet)
         std::printf("blockmm-cmp: equal: n = %d, m = %d, %lld non-zero blocks%s\n", e.header.n, e.header.m,
@@ -201,7 +198,7 @@ int cmp_command(int argc, char** argv) {
           std::printf("blockmm-cmp: %s and %s differ: first at %s\n", expected_path.c_str(), actual_path.c_str(),
                       c.first_difference.c_str());
         if (!c.strict_problem.empty()) std::printf("blockmm-cmp: --strict: %s\n", c.strict_problem.c_str());
-        std::printf("blockmm-cmp: %s\n", blockmm::tools::summarize(c).c_str());
+        std::printf("blockmm-cmp: %s\n", summarize(c).c_str());
       }
     }
     return 1;
@@ -219,10 +216,10 @@ int info_command(int argc, char** argv) {
   app.footer("Exit codes: 0 success, 2 usage, 3 unreadable or malformed file.");
 
   return run_tool("blockmm-info", app, argc, argv, [&] {
-    blockmm::check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
-    const std::unique_ptr<blockmm::tools::MappedFile> file = blockmm::tools::MappedFile::open(path);
-    const blockmm::tools::FileSummary summary = blockmm::tools::summarize_file(*file);
-    const std::string text = json ? blockmm::tools::summary_json(summary) + "\n" : blockmm::tools::summary_text(summary);
+    check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
+    const std::unique_ptr<MappedFile> file = MappedFile::open(path);
+    const FileSummary summary = summarize_file(*file);
+    const std::string text = json ? summary_json(summary) + "\n" : summary_text(summary);
     std::fputs(text.c_str(), stdout);
     return 0;
   });
@@ -246,12 +243,12 @@ int convert_command(int argc, char** argv) {
   app.footer("Exit codes: 0 success, 2 usage, 3 unreadable or malformed input, 4 output failure.");
 
   return run_tool("blockmm-convert", app, argc, argv, [&] {
-    const blockmm::io::OutputFormat format = blockmm::io::choose_output_format(out_path, to);
-    const std::string warning = blockmm::io::output_name_warning(out_path, format);
+    const io::OutputFormat format = io::choose_output_format(out_path, to);
+    const std::string warning = io::output_name_warning(out_path, format);
     if (!warning.empty()) std::fprintf(stderr, "blockmm-convert: warning: %s\n", warning.c_str());
     convert_matrix(in_path, out_path, format, values);
     return 0;
   });
 }
 
-}  // namespace blockmm::tools
+}  // namespace tools
