@@ -48,6 +48,10 @@ std::int64_t mpi_piece_bytes() {
   return piece;
 }
 
+bool mpi_will_start(MpiMode mode) {
+  return mode == MpiMode::on || (mode == MpiMode::automatic && launched_by_mpi_launcher());
+}
+
 bool launched_by_mpi_launcher() {
   // OpenMPI, MPICH/Hydra and Intel MPI, PMIx (srun --mpi=pmix, prterun), MVAPICH, srun steps.
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
@@ -57,7 +61,7 @@ bool launched_by_mpi_launcher() {
 }
 
 Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
-  uses_mpi_ = mode == MpiMode::on || (mode == MpiMode::automatic && launched_by_mpi_launcher());
+  uses_mpi_ = mpi_will_start(mode);
   if (!uses_mpi_) return;
   int initialized = 0;
   BLOCKMM_MPI_CHECK(MPI_Initialized(&initialized));

@@ -24,6 +24,9 @@ enum class MpiMode { automatic, on, off };
 // Whether the environment shows an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
 bool launched_by_mpi_launcher();
 
+// Whether a Communicator made with `mode` starts MPI: on, or automatic under a launcher.
+bool mpi_will_start(MpiMode mode);
+
 // Largest piece one MPI call moves: 1 GiB keeps every int count in range, so messages and file
 // accesses beyond 2^31 - 1 bytes go in pieces. BLOCKMM_MPI_PIECE_BYTES lowers it, so that tests
 // cross piece boundaries without gigabytes of data.

@@ -39,7 +39,7 @@ std::vector<std::string> mpi_start_settings(const std::function<const char*(cons
 }
 
 std::vector<std::string> apply_mpi_start_settings(MpiMode mode) {
-  if (mode == MpiMode::off || (mode == MpiMode::automatic && !launched_by_mpi_launcher())) return {};
+  if (!mpi_will_start(mode)) return {};
 #if defined(OPEN_MPI)
   constexpr bool open_mpi = true;
 #else

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -146,13 +145,10 @@ std::string cuda_visibility_setting(const std::function<const char*(const char*)
 
 std::string apply_cuda_visibility(const Options& options, bool uses_mpi) {
   if (!cuda_likely(options, input_file_bytes(options))) return "";
-  const auto lookup = [](const char* name) -> const char* { return std::getenv(name); };
-  // The driver's files are read only where they can matter: several ranks a node, no list.
-  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const bool may_need_node_gpus = uses_mpi && std::getenv("CUDA_VISIBLE_DEVICES") == nullptr &&
-                                  !(local_size != nullptr && std::strcmp(local_size, "1") == 0);
-  const std::string setting =
-      cuda_visibility_setting(lookup, uses_mpi, may_need_node_gpus ? node_gpu_uuids() : std::vector<std::string>{});
+  // The driver's files cost microseconds to read; cuda_visibility_setting uses them only for
+  // ranks sharing a node without a list.
+  const std::string setting = cuda_visibility_setting([](const char* name) -> const char* { return std::getenv(name); },
+                                                      uses_mpi, uses_mpi ? node_gpu_uuids() : std::vector<std::string>{});
   if (!setting.empty()) comm::set_environment({setting});
   applied_visibility() = setting;
   return setting;

@@ -38,9 +38,7 @@ void hold_until_every_rank_has_reported(int* argc, char*** argv) {
   std::fflush(stderr);
   std::cerr.flush();
   const blockmm::comm::MpiMode mode = mpi_mode_from_environment();
-  if (mode == blockmm::comm::MpiMode::off || (mode == blockmm::comm::MpiMode::automatic &&
-                                              !blockmm::comm::launched_by_mpi_launcher()))
-    return;
+  if (!blockmm::comm::mpi_will_start(mode)) return;
   try {
     blockmm::comm::apply_mpi_start_settings(mode);
     const blockmm::comm::Communicator comm(mode, argc, argv);
@@ -78,10 +76,8 @@ int main(int argc, char** argv) {
   // thread: CUDA's driver then loads beside MPI_Init (and the launcher's wire-up) where a GPU
   // is likely.
   const blockmm::comm::MpiMode mpi_mode = mpi_mode_from_environment();
-  const bool uses_mpi = mpi_mode == blockmm::comm::MpiMode::on ||
-                        (mpi_mode == blockmm::comm::MpiMode::automatic && blockmm::comm::launched_by_mpi_launcher());
   blockmm::comm::apply_mpi_start_settings(mpi_mode);
-  blockmm::driver::apply_cuda_visibility(options, uses_mpi);
+  blockmm::driver::apply_cuda_visibility(options, blockmm::comm::mpi_will_start(mpi_mode));
   const std::shared_future<void> cuda_driver_load = blockmm::driver::start_cuda_driver_load(options);
   std::unique_ptr<blockmm::comm::Communicator> comm;
   try {
