@@ -65,20 +65,25 @@ void sort_pairs(cub::DoubleBuffer<u64>& keys, cub::DoubleBuffer<std::int32_t>& v
   BLOCKMM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch.get(bytes), bytes, keys, values, count, 0, bits, stream));
 }
 
-// Reads the source with several threads into pinned slots, each slot's upload on its own stream
-// overlapping the next read. The device memory at `dest` receives every record in order.
+// Reads the source with several threads into pinned slots, uploading each piece on the worker's
+// stream while the worker reads the next: a slot holds two pieces, read and uploaded in turn, so
+// that the reads run at the file's pace instead of waiting for each upload (bench/NOTES.md 17).
+// The device memory at `dest` receives every record in order.
 void upload_records(RecordSource& records, std::byte* dest, const BuildContext& context) {
   const std::int64_t stride = records.stride();
   const std::int64_t count = records.size();
-  const std::int64_t per_piece = std::max<std::int64_t>(1, StagingBuffers::kSlotBytes / stride);
-  const std::int64_t pieces = (count + per_piece - 1) / per_piece;
-  if (pieces == 0) return;
+  if (count == 0) return;
   if (stride > StagingBuffers::kSlotBytes) {
     // One record larger than a slot (m > 2896): read the whole share into host memory instead.
     const InputRecords all = records.take();
     BLOCKMM_CUDA_CHECK(cudaMemcpy(dest, all.bytes.data(), all.bytes.size(), cudaMemcpyHostToDevice));
     return;
   }
+  // Half a slot a piece where a record fits in half (m <= 1023); else one piece a slot, in turn.
+  const int halves = stride <= StagingBuffers::kSlotBytes / 2 ? 2 : 1;
+  const std::int64_t per_piece = std::max<std::int64_t>(1, StagingBuffers::kSlotBytes / halves / stride);
+  const std::int64_t piece_bytes = per_piece * stride;
+  const std::int64_t pieces = (count + per_piece - 1) / per_piece;
   const int workers = static_cast<int>(
       std::min<std::int64_t>({pieces, records.concurrent() ? std::max(1, context.threads) : 1, 16}));
   context.staging->reserve(workers);
@@ -90,15 +95,22 @@ void upload_records(RecordSource& records, std::byte* dest, const BuildContext& 
     try {
       BLOCKMM_CUDA_CHECK(cudaSetDevice(context.device));
       Stream stream;
+      Event uploaded[2];  // each half's last upload
+      bool in_use[2] = {false, false};
       std::byte* slot = context.staging->slot(w);
       try {
+        int half = 0;
         for (std::int64_t piece = next++; piece < pieces && !failed; piece = next++) {
-          BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));  // the slot's last upload is done
+          if (in_use[half]) BLOCKMM_CUDA_CHECK(cudaEventSynchronize(uploaded[half].get()));
+          std::byte* buffer = slot + half * piece_bytes;
           const std::int64_t first = piece * per_piece;
           const std::int64_t n = std::min(per_piece, count - first);
-          records.read(first, n, slot);
-          BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(dest + first * stride, slot, static_cast<std::size_t>(n * stride),
+          records.read(first, n, buffer);
+          BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(dest + first * stride, buffer, static_cast<std::size_t>(n * stride),
                                              cudaMemcpyHostToDevice, stream.get()));
+          BLOCKMM_CUDA_CHECK(cudaEventRecord(uploaded[half].get(), stream.get()));
+          in_use[half] = true;
+          half = (half + 1) % halves;
         }
       } catch (...) {
         cudaStreamSynchronize(stream.get());  // never free the stream (or reuse the slot) under a copy
