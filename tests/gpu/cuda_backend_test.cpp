@@ -103,6 +103,38 @@ TEST_F(CudaBackend, SymbolicInTinyBatchesMatchesReference) {
   random_cases(120, 4244, 40);
 }
 
+// Heavy rows stop once their tile bitset is full (build_kernels.cuh, heavy_row_bitsets): a row
+// that fills only at its last A block, one that fills at once and stays full, a half row, and a
+// row meeting only the last column, for bitsets of whole words (p = 64, 128) and with a partial
+// last word (p = 130, 700); m = 2 with some blocks' masks not full (pairs tested one by one).
+TEST_F(CudaBackend, HeavyRowsThatFillEarlyOrOnlyAtTheirLastBlockMatchTheReference) {
+  using Blocks = std::vector<std::tuple<int, int, std::vector<std::uint16_t>>>;
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<int> value(1, 65535);
+  for (const std::int32_t m : {1, 2})
+    for (const std::int32_t p : {64, 128, 130, 700}) {
+      const auto block = [&](bool sparse) {
+        std::vector<std::uint16_t> v(static_cast<std::size_t>(m * m));
+        for (std::size_t e = 0; e < v.size(); ++e) v[e] = sparse && e % 2 == 1 ? 0 : static_cast<std::uint16_t>(value(rng));
+        return v;
+      };
+      Blocks a_blocks, b_blocks;
+      for (int k = 1; k < p; ++k) a_blocks.push_back({0, k, block(k % 7 == 3)});  // fills at its last block
+      for (int k = 0; k < p; ++k) a_blocks.push_back({1, k, block(false)});       // full after block 0
+      for (int k = 0; k < p / 2; ++k) a_blocks.push_back({2, k, block(false)});   // half the columns of B
+      a_blocks.push_back({3, p - 1, block(false)});                              // the last column only
+      // B row 0 has every column; rows 1 .. p-2 every column but the last; row p-1 the last alone.
+      for (int k = 0; k < p - 1; ++k)
+        for (int j = 0; j < (k == 0 ? p : p - 1); ++j) b_blocks.push_back({k, j, block(j % 5 == 1)});
+      b_blocks.push_back({p - 1, p - 1, block(false)});
+      std::shuffle(a_blocks.begin(), a_blocks.end(), rng);
+      std::shuffle(b_blocks.begin(), b_blocks.end(), rng);
+      const InputRecords a = make_records(p * m, m, a_blocks), b = make_records(p * m, m, b_blocks);
+      expect_same(a, b, "m=" + std::to_string(m) + " p=" + std::to_string(p), std::int64_t{256} << 20);
+      if (HasFatalFailure()) return;
+    }
+}
+
 // Duplicates found by the device build name the same block as the host build does (the last
 // one in (row, column) order), so the message is the same whichever backend runs.
 TEST_F(CudaBackend, DuplicateBlocksGiveTheHostBuildsMessage) {

@@ -166,10 +166,16 @@ __global__ void b_row_columns(SymbolicOperands ops, std::int64_t words, u64* bit
 // Heavy rows: the bitset of each row's non-empty tiles, in shared memory when it fits
 // (dynamic shared size words * 8) else straight in `out`, and its population count. An A block
 // whose mask is full meets every block of its B row, so the row's column bitset is ORed whole;
-// others test each block pair's masks, as the cpu backend does.
+// others test each block pair's masks, as the cpu backend does. Each warp takes its own A blocks
+// (no barrier between them: the ORs are atomic), and the row stops once every one of its
+// `columns` bits is set: a full row stays full, and dense rows fill after a few dozen A blocks.
 template <int kThreads>
 __global__ void heavy_row_bitsets(SymbolicOperands ops, const std::int32_t* rows, std::int64_t words,
-                                  const u64* b_columns, bool shared_bits, u64* out, std::int64_t* counts) {
+                                  std::int32_t columns, const u64* b_columns, bool shared_bits, u64* out,
+                                  std::int64_t* counts) {
+  static_assert(kThreads % 32 == 0, "whole warps");
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kRound = kWarps * 8;  // A blocks between two checks for a full row
   extern __shared__ u64 shared[];
   using Reduce = cub::BlockReduce<std::int64_t, kThreads>;
   __shared__ typename Reduce::TempStorage reduce_storage;
@@ -178,21 +184,35 @@ __global__ void heavy_row_bitsets(SymbolicOperands ops, const std::int32_t* rows
   u64* bits = shared_bits ? shared : global_bits;
   for (std::int64_t w = threadIdx.x; w < words; w += kThreads) bits[w] = 0;
   __syncthreads();
-  for (std::int32_t e = ops.a_row_ptr[r]; e < ops.a_row_ptr[r + 1]; ++e) {
-    const std::int32_t kr = ops.a_col[e] - ops.b_row_begin;
-    if (kr < 0 || kr >= ops.b_rows) continue;
-    const u64* amask = ops.a_masks + static_cast<std::int64_t>(e) * ops.mask_words;
-    if (b_columns != nullptr && mask_full(amask, ops.m)) {
-      const u64* row_bits = b_columns + static_cast<std::int64_t>(kr) * words;
-      for (std::int64_t w = threadIdx.x; w < words; w += kThreads) bits[w] |= row_bits[w];
-    } else {
-      for (std::int32_t f = ops.b_row_ptr[kr] + threadIdx.x; f < ops.b_row_ptr[kr + 1]; f += kThreads)
-        if (masks_intersect(amask, ops.b_masks + static_cast<std::int64_t>(f) * ops.mask_words, ops.mask_words)) {
-          const std::int32_t j = ops.b_col[f];
-          atomicOr(bits + (j >> 6), u64{1} << (j & 63));
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const u64 last_word = columns % 64 == 0 ? ~u64{0} : (u64{1} << (columns % 64)) - 1;
+  const std::int32_t end = ops.a_row_ptr[r + 1];
+  for (std::int32_t e0 = ops.a_row_ptr[r]; e0 < end; e0 += kRound) {
+    const std::int32_t e1 = e0 + kRound < end ? e0 + kRound : end;
+    for (std::int32_t e = e0 + warp; e < e1; e += kWarps) {
+      const std::int32_t kr = ops.a_col[e] - ops.b_row_begin;
+      if (kr < 0 || kr >= ops.b_rows) continue;
+      const u64* amask = ops.a_masks + static_cast<std::int64_t>(e) * ops.mask_words;
+      if (b_columns != nullptr && mask_full(amask, ops.m)) {
+        const u64* row_bits = b_columns + static_cast<std::int64_t>(kr) * words;
+        for (std::int64_t w = lane; w < words; w += 32) {
+          const u64 x = row_bits[w];
+          if (x != 0) atomicOr(bits + w, x);
         }
+      } else {
+        for (std::int32_t f = ops.b_row_ptr[kr] + lane; f < ops.b_row_ptr[kr + 1]; f += 32)
+          if (masks_intersect(amask, ops.b_masks + static_cast<std::int64_t>(f) * ops.mask_words, ops.mask_words)) {
+            const std::int32_t j = ops.b_col[f];
+            atomicOr(bits + (j >> 6), u64{1} << (j & 63));
+          }
+      }
     }
-    __syncthreads();  // the next block may OR whole words that this one set bit by bit
+    __syncthreads();
+    int full = 1;
+    for (std::int64_t w = threadIdx.x; w < words && full; w += kThreads)
+      full = bits[w] == (w == words - 1 ? last_word : ~u64{0});
+    if (__syncthreads_and(full)) break;
   }
   std::int64_t count = 0;
   for (std::int64_t w = threadIdx.x; w < words; w += kThreads) {

@@ -555,7 +555,7 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
       } else {
         d_rows = upload(heavy_rows.data() + i0, n, stream);
         heavy_row_bitsets<kThreads><<<static_cast<unsigned int>(n), kThreads, use_shared ? shared_bytes : 0, stream>>>(
-            ops, d_rows.get(), words, b_columns.get(), use_shared, bits.get(), counts.get());
+            ops, d_rows.get(), words, p, b_columns.get(), use_shared, bits.get(), counts.get());
       }
       BLOCKMM_CUDA_CHECK(cudaGetLastError());
       const std::vector<std::int64_t> batch_counts = download(counts.get(), n, stream);
