@@ -16,20 +16,42 @@
 
 namespace blockmm::kernels::cuda {
 
+// Host memory on transparent huge pages, populated and registered with CUDA (pinned). Pinning
+// through cudaMallocHost costs about 0.4 ms a MiB (4 KiB pages); registering populated 2 MiB
+// pages is several times cheaper (bench/NOTES.md item 17). Falls back to cudaMallocHost where
+// registering fails.
+class RegisteredBuffer {
+ public:
+  explicit RegisteredBuffer(std::size_t bytes);
+  ~RegisteredBuffer();
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+  std::byte* get() const { return data_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool registered_ = false;  // else from cudaMallocHost
+};
+
 // Pinned buffers that records pass through on their way to the device, one per reading thread,
 // kept by the backend for both operands (pinning memory is slow; doing it once is enough).
 class StagingBuffers {
  public:
-  // Small slots: pinning costs about as much as copying, so 16 readers pin 64 MiB in all.
+  // Small slots: 16 readers pin 64 MiB in all.
   static constexpr std::int64_t kSlotBytes = std::int64_t{4} << 20;
-  // Grows to `slots` buffers (never shrinks).
+  // Grows to `slots` buffers (never shrinks), the new ones pinned together.
   void reserve(int slots) {
-    while (static_cast<int>(slots_.size()) < slots) slots_.emplace_back(static_cast<std::size_t>(kSlotBytes));
+    const int have = static_cast<int>(slots_.size());
+    if (slots <= have) return;
+    regions_.push_back(std::make_unique<RegisteredBuffer>(static_cast<std::size_t>((slots - have) * kSlotBytes)));
+    for (int s = 0; s < slots - have; ++s) slots_.push_back(regions_.back()->get() + s * kSlotBytes);
   }
-  std::byte* slot(int s) const { return slots_[static_cast<std::size_t>(s)].get(); }
+  std::byte* slot(int s) const { return slots_[static_cast<std::size_t>(s)]; }
 
  private:
-  std::vector<PinnedBuffer> slots_;
+  std::vector<std::unique_ptr<RegisteredBuffer>> regions_;
+  std::vector<std::byte*> slots_;
 };
 
 struct BuildContext {
