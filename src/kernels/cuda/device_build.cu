@@ -110,25 +110,6 @@ RegisteredBuffer::~RegisteredBuffer() {
 
 namespace {
 
-// Device to host through a pinned staging slot, a slot at a time: a pageable download of a few
-// MiB ran at under 1 GB/s (6 ms for E1's million row pointers), through the slot at the copy
-// engine's pace plus one host copy.
-template <typename T>
-std::vector<T> download_staged(const T* device, std::int64_t count, StagingBuffers& staging, cudaStream_t stream) {
-  std::vector<T> host(static_cast<std::size_t>(count));
-  staging.reserve(1);
-  std::byte* slot = staging.slot(0);
-  const std::int64_t per_slot = StagingBuffers::kSlotBytes / static_cast<std::int64_t>(sizeof(T));
-  for (std::int64_t first = 0; first < count; first += per_slot) {
-    const std::int64_t n = std::min(per_slot, count - first);
-    const auto bytes = static_cast<std::size_t>(n) * sizeof(T);
-    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(slot, device + first, bytes, cudaMemcpyDeviceToHost, stream));
-    BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::memcpy(host.data() + first, slot, bytes);
-  }
-  return host;
-}
-
 // Reads the source with several threads into pinned slots, uploading each piece on the worker's
 // stream while the worker reads the next: a slot holds two pieces, read and uploaded in turn, so
 // that the reads run at the file's pace instead of waiting for each upload (bench/NOTES.md 17).
@@ -360,8 +341,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     }
     BLOCKMM_CUDA_CHECK(cudaGetLastError());
   }
-  const std::vector<std::int32_t> row_ptr =
-      download_staged(d.d_row_ptr.get(), std::int64_t{rows} + 1, *context.staging, stream);
+  const std::vector<std::int32_t> row_ptr = download(d.d_row_ptr.get(), std::int64_t{rows} + 1, stream);
   d.row_ptr.assign(row_ptr.begin(), row_ptr.end());
   d_records = {};
   block_source = {};
@@ -390,8 +370,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     exclusive_pointers(col_count.get(), p, d.d_col_ptr.get(), scratch, stream);
     // The sorted entries are in one of the two buffers; keep that one.
     d.d_csc_block = entry_buffer.Current() == entry.get() ? std::move(entry) : std::move(entry_alt);
-    const std::vector<std::int32_t> col_ptr =
-        download_staged(d.d_col_ptr.get(), std::int64_t{p} + 1, *context.staging, stream);
+    const std::vector<std::int32_t> col_ptr = download(d.d_col_ptr.get(), std::int64_t{p} + 1, stream);
     d.col_ptr.assign(col_ptr.begin(), col_ptr.end());
   }
   BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
