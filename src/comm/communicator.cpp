@@ -10,6 +10,7 @@
 #include <new>
 #include <system_error>
 
+#include "comm/launcher.hpp"
 #include "comm/mpi_check.hpp"
 #include "core/error.hpp"
 
@@ -18,16 +19,6 @@
 #endif
 
 namespace blockmm::comm {
-namespace {
-
-bool env_set(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0';
-}
-
-
-}  // namespace
-
 struct Communicator::NodeComms {
   MPI_Comm node = MPI_COMM_NULL;     // the ranks of this node
   MPI_Comm leaders = MPI_COMM_NULL;  // rank 0 of every node (MPI_COMM_NULL on the others)
@@ -52,13 +43,7 @@ bool mpi_will_start(MpiMode mode) {
   return mode == MpiMode::on || (mode == MpiMode::automatic && launched_by_mpi_launcher());
 }
 
-bool launched_by_mpi_launcher() {
-  // OpenMPI, MPICH/Hydra and Intel MPI, PMIx (srun --mpi=pmix, prterun), MVAPICH, srun steps.
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
-    if (env_set(name)) return true;
-  const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
-  return step_tasks != nullptr && std::atoi(step_tasks) > 1;
-}
+bool launched_by_mpi_launcher() { return launcher_placement().launched; }
 
 Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
   uses_mpi_ = mpi_will_start(mode);
@@ -121,9 +106,9 @@ Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
   BLOCKMM_MPI_CHECK(
       MPI_Comm_split(MPI_COMM_WORLD, placement_rank == 0 ? 0 : MPI_UNDEFINED, rank_, &node_comms_->leaders));
 
-  const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
-  if (size_ == 1 && step_tasks != nullptr && std::atoi(step_tasks) > 1 && !env_set("OMPI_COMM_WORLD_SIZE"))
-    throw UsageError("srun started " + std::string(step_tasks) +
+  const LauncherPlacement placement = launcher_placement();
+  if (size_ == 1 && placement.slurm_step_tasks > 1 && placement.open_mpi_size < 0)
+    throw UsageError("srun started " + std::to_string(placement.slurm_step_tasks) +
                      " tasks but MPI sees one rank: launch with srun --mpi=pmix (see 'srun --mpi=list') or use mpirun");
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "comm/communicator.hpp"
+#include "comm/launcher.hpp"
 
 namespace blockmm::comm {
 namespace {
@@ -16,7 +17,7 @@ std::vector<std::string>& applied() {
 
 }  // namespace
 
-std::vector<std::string> mpi_start_settings(const std::function<const char*(const char*)>& lookup, bool open_mpi) {
+std::vector<std::string> mpi_start_settings(const EnvironmentLookup& lookup, bool open_mpi) {
   const auto is_set = [&](const char* name) {
     const char* v = lookup(name);
     return v != nullptr && *v != '\0';
@@ -24,14 +25,7 @@ std::vector<std::string> mpi_start_settings(const std::function<const char*(cons
   std::vector<std::string> settings;
   if (!is_set("HWLOC_COMPONENTS")) settings.emplace_back("HWLOC_COMPONENTS=-opencl");
   if (!open_mpi) return settings;
-  // One node: Open MPI's launcher tells each rank the job's size and how many ranks share its
-  // node; under srun (direct launch) the step's node count says it.
-  const char* world = lookup("OMPI_COMM_WORLD_SIZE");
-  const char* local = lookup("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const char* step_nodes = lookup("SLURM_STEP_NUM_NODES");
-  const bool one_node = (world != nullptr && local != nullptr && *world != '\0' && std::atoi(world) > 0 &&
-                         std::atoi(world) == std::atoi(local)) ||
-                        (world == nullptr && step_nodes != nullptr && std::atoi(step_nodes) == 1);
+  const bool one_node = launcher_placement(lookup).on_one_node();
   if (!one_node || is_set("OMPI_MCA_pml") || is_set("OMPI_MCA_btl") || is_set("OMPI_MCA_mtl")) return settings;
   settings.emplace_back("OMPI_MCA_pml=ob1");
   if (!is_set("OMPI_MCA_osc")) settings.emplace_back("OMPI_MCA_osc=^ucx");

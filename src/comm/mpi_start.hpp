@@ -10,18 +10,18 @@
 // (pml, btl or mtl) keeps all three as they are.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
+
+#include "comm/launcher.hpp"
 
 namespace blockmm::comm {
 
 enum class MpiMode;
 
-// The settings for an environment seen through `lookup` (a variable's value, or nullptr when it
-// is not set; an empty value counts as not set), as "NAME=value", in the order given above.
-// `open_mpi`: whether blockmm was built against Open MPI.
-std::vector<std::string> mpi_start_settings(const std::function<const char*(const char*)>& lookup, bool open_mpi);
+// The settings for an environment seen through `lookup`, as "NAME=value", in the order given
+// above. `open_mpi`: whether blockmm was built against Open MPI.
+std::vector<std::string> mpi_start_settings(const EnvironmentLookup& lookup, bool open_mpi);
 
 // Applies mpi_start_settings() to this process's environment when MPI will start (`mode` on, or
 // automatic under a launcher), and returns what it set. setenv is not safe beside another

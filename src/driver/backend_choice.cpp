@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "build_info.hpp"
+#include "comm/launcher.hpp"
 #include "comm/mpi_start.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
@@ -103,7 +104,7 @@ std::vector<std::string> node_gpu_uuids(const std::string& proc_root, const std:
   return uuids;
 }
 
-std::string cuda_visibility_setting(const std::function<const char*(const char*)>& lookup, bool uses_mpi,
+std::string cuda_visibility_setting(const comm::EnvironmentLookup& lookup, bool uses_mpi,
                                     const std::vector<std::string>& node_gpus) {
   const char* visible = lookup("CUDA_VISIBLE_DEVICES");
   std::vector<std::string> entries;
@@ -123,17 +124,10 @@ std::string cuda_visibility_setting(const std::function<const char*(const char*)
   int local_rank = 0;
   bool alone = true;  // the only rank on this node
   if (uses_mpi) {
-    if (lookup("OMPI_COMM_WORLD_LOCAL_RANK") != nullptr) {
-      local_rank = parse_count(lookup("OMPI_COMM_WORLD_LOCAL_RANK"));
-      alone = parse_count(lookup("OMPI_COMM_WORLD_LOCAL_SIZE")) == 1;
-    } else if (lookup("SLURM_LOCALID") != nullptr) {
-      local_rank = parse_count(lookup("SLURM_LOCALID"));
-      const int tasks = parse_count(lookup("SLURM_STEP_NUM_TASKS")), nodes = parse_count(lookup("SLURM_STEP_NUM_NODES"));
-      alone = tasks > 0 && tasks == nodes;
-    } else {
-      return "";  // where the rank sits is known only after MPI_Init
-    }
-    if (local_rank < 0) return "";
+    const comm::LauncherPlacement placement = comm::launcher_placement(lookup);
+    if (!placement.knows_local_rank()) return "";  // where the rank sits is known only after MPI_Init
+    local_rank = placement.local_rank();
+    alone = placement.alone_on_node();
   }
   if (visible == nullptr) {
     if (alone) return "CUDA_VISIBLE_DEVICES=0";

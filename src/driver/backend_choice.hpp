@@ -3,13 +3,13 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/launcher.hpp"
 #include "driver/options.hpp"
 #include "kernels/backend.hpp"
 
@@ -42,7 +42,7 @@ std::shared_future<void> start_cuda_driver_load(const Options& options);
 // `node_gpus` (node_gpu_uuids()). Otherwise, and when CUDA_VISIBLE_DEVICES is set but empty or
 // names one GPU already, nothing. Returns "CUDA_VISIBLE_DEVICES=<value>" or "". `lookup` reads
 // the environment (nullptr: not set); `uses_mpi`: whether MPI will start.
-std::string cuda_visibility_setting(const std::function<const char*(const char*)>& lookup, bool uses_mpi,
+std::string cuda_visibility_setting(const comm::EnvironmentLookup& lookup, bool uses_mpi,
                                     const std::vector<std::string>& node_gpus = {});
 
 // The GPUs of this node that CUDA can use, from the driver's own files, without CUDA (reading

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "comm/communicator.hpp"
+#include "comm/launcher.hpp"
 #include "comm/mpi_start.hpp"
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
@@ -58,14 +59,8 @@ int main(int argc, char** argv) {
   // so every rank reaches the same verdict; only the first prints).
   blockmm::driver::Options options;
   int exit_code = 0;
-  bool quiet_rank = false;
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    const char* rank = std::getenv(name);
-    if (rank != nullptr && *rank != '\0') {
-      quiet_rank = std::string(rank) != "0";
-      break;
-    }
-  }
+  const blockmm::comm::LauncherPlacement placement = blockmm::comm::launcher_placement();
+  const bool quiet_rank = placement.rank != -1 && placement.rank != 0;
   if (!blockmm::driver::parse_options(argc, argv, options, exit_code, !quiet_rank)) {
     if (exit_code != 0) hold_until_every_rank_has_reported(&argc, &argv);
     return exit_code;

@@ -170,6 +170,24 @@ TEST(MpiUsage, UsageErrorMessageIsNeverLostUnderMpiexec) {
   }
 }
 
+// srun without PMI support starts each task as a singleton: every process believes it is the only
+// rank. The step's task count (comm/launcher.hpp) names the fix before any output exists.
+TEST(MpiUsage, SrunTasksThatMpiSeesAsOneRankEachAreTold) {
+  ScratchDir dir("blockmm-mpi-srun");
+  const std::string out_dir = dir.subdir("out");
+  const std::string a = dir / "A.bin";
+  write_bytes(a, encode(make_records(64, 4, {{1, 2, std::vector<std::uint16_t>(16, 3)}})));
+  RunOptions options;
+  options.timeout_seconds = 60;
+  options.set_env = {"SLURM_STEP_NUM_TASKS=2", "SLURM_PROCID=0"};
+  const RunResult run = run_process({blockmm_bin(), a, a, out_dir + "/C.bin"}, options);
+  EXPECT_EQ(run.exit_code, 2) << run.describe();
+  EXPECT_NE(run.err.find("blockmm: error: srun started 2 tasks but MPI sees one rank: launch with srun --mpi=pmix"),
+            std::string::npos)
+      << run.describe();
+  EXPECT_TRUE(list_dir(out_dir).empty());
+}
+
 // An empty operand under mpiexec -n 3: the empty product (header only) without building
 // anything, and a duplicate in the other operand, whose two records are read by different
 // ranks, found through the keys the ranks exchange: exit 3 on every rank, one message.
