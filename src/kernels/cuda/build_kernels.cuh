@@ -72,16 +72,19 @@ __global__ void place_blocks(const u64* sorted_keys, const std::int32_t* sorted_
   }
 }
 
-// CSR row pointers (rows + 1) from the sorted keys: row r starts at the kept position of the
-// first record whose row is r or more. Each pointer is written once, by the record where the
-// row changes (no counters: atomics on one row's counter serialised a warp whose records all
-// share that row, 11 ms of D4's build).
-__global__ void row_pointers(const u64* sorted_keys, const std::int32_t* position, std::int64_t count, int col_bits,
-                             std::int32_t rows, std::int32_t* row_ptr) {
+// Where each row starts in keys sorted by (row, column), row = key >> col_bits: starts[r] is the
+// first s whose row is r or more, mapped through `position` where given (CSR row pointers of the
+// kept blocks), and starts[rows] the end. Each entry is written once, by the key where the row
+// changes (no counters: atomics on one row's counter serialised a warp whose keys all share that
+// row, 11 ms of D4's build).
+template <typename Out>
+__global__ void row_starts(const u64* sorted_keys, std::int64_t count, int col_bits, std::int64_t rows,
+                           const std::int32_t* position, Out* starts) {
   for (std::int64_t s = global_thread(); s <= count; s += grid_threads()) {
     const std::int64_t before = s == 0 ? -1 : static_cast<std::int64_t>(sorted_keys[s - 1] >> col_bits);
     const std::int64_t here = s == count ? rows : static_cast<std::int64_t>(sorted_keys[s] >> col_bits);
-    for (std::int64_t r = before + 1; r <= here; ++r) row_ptr[r] = position[s];
+    const Out at = static_cast<Out>(position != nullptr ? position[s] : s);
+    for (std::int64_t r = before + 1; r <= here; ++r) starts[r] = at;
   }
 }
 
@@ -357,15 +360,17 @@ __global__ void expand_light_rows(SymbolicOperands ops, const std::int32_t* rows
   }
 }
 
-// Unique keys of a light batch (sentinel excluded): the rows' tile counts and the columns, in
-// row order, appended at cols.
-__global__ void light_columns(const u64* unique_keys, std::int64_t count, int col_bits, const std::int32_t* rows,
-                              std::int64_t* row_tiles, std::int32_t* cols) {
+// Unique keys of a light batch (sentinel excluded): the columns, in row order, at cols; and
+// each row's tile count from where the rows start (row_starts over the same keys).
+__global__ void light_columns(const u64* unique_keys, std::int64_t count, int col_bits, std::int32_t* cols) {
   const u64 col_mask = (u64{1} << col_bits) - 1;
-  for (std::int64_t u = global_thread(); u < count; u += grid_threads()) {
-    atomicAdd(reinterpret_cast<u64*>(row_tiles + rows[unique_keys[u] >> col_bits]), u64{1});
+  for (std::int64_t u = global_thread(); u < count; u += grid_threads())
     cols[u] = static_cast<std::int32_t>(unique_keys[u] & col_mask);
-  }
+}
+
+__global__ void light_row_tiles(const std::int64_t* starts, std::int32_t batch_rows, const std::int32_t* rows,
+                                std::int64_t* row_tiles) {
+  for (std::int64_t i = global_thread(); i < batch_rows; i += grid_threads()) row_tiles[rows[i]] = starts[i + 1] - starts[i];
 }
 
 // Moves each row's columns from where its class (light or heavy) left them to the final

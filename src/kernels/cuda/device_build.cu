@@ -312,8 +312,8 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     BLOCKMM_CUDA_CHECK(cudaGetLastError());
   }
   d.d_row_ptr = DeviceArray<std::int32_t>(static_cast<std::size_t>(rows) + 1);
-  row_pointers<<<grid_for(count + 1), 256, 0, stream>>>(key_buffer.Current(), position.get(), count, col_bits, rows,
-                                                        d.d_row_ptr.get());
+  row_starts<<<grid_for(count + 1), 256, 0, stream>>>(key_buffer.Current(), count, col_bits, std::int64_t{rows},
+                                                      position.get(), d.d_row_ptr.get());
   BLOCKMM_CUDA_CHECK(cudaGetLastError());
   // The sort buffers go before the values arrive.
   keys = {}, keys_alt = {}, index = {}, index_alt = {}, is_zero = {}, kept = {}, position = {};
@@ -521,8 +521,13 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
       std::int64_t kept = download_one(unique_count.get(), stream);
       if (kept > 0 && download_one(unique + kept - 1, stream) == sentinel) --kept;
       DeviceArray<std::int32_t> cols(static_cast<std::size_t>(kept));
+      DeviceArray<std::int64_t> starts(static_cast<std::size_t>(batch_rows) + 1);
+      row_starts<<<grid_for(kept + 1), 256, 0, stream>>>(unique, kept, col_bits, std::int64_t{batch_rows},
+                                                         static_cast<const std::int32_t*>(nullptr), starts.get());
+      light_row_tiles<<<grid_for(batch_rows), 256, 0, stream>>>(starts.get(), batch_rows, d_rows.get(), d_tiles.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
       if (kept > 0) {
-        light_columns<<<grid_for(kept), 256, 0, stream>>>(unique, kept, col_bits, d_rows.get(), d_tiles.get(), cols.get());
+        light_columns<<<grid_for(kept), 256, 0, stream>>>(unique, kept, col_bits, cols.get());
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
       }
       light_part_first.push_back(light_total);
