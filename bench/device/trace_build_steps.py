@@ -35,7 +35,7 @@ marks = [
  ("  // The sort buffers go before the values arrive.\n", "row pointers"),
  ("  // 4. Values in CSR order and the masks; then the records go.\n", "free 8"),
  ("  if (blocks > 0) {\n    const bool left", "alloc values+masks"),
- ("  const std::vector<std::int32_t> row_ptr = download(", "gather_values"),
+ ("  const HugePageVector<std::int32_t> row_ptr = download_rows(", "gather_values"),
  ("  d_records = {};\n", "row_ptr download"),
  ("  // 5. CSC of the right operand: kept blocks sorted by (column, row).\n", "free records+source"),
 ]

@@ -1,8 +1,11 @@
 // Vectors for large arrays that are overwritten right after allocation. std::vector's resize
 // zero-fills, which costs a pass over memory and takes every page fault on one thread; this
 // allocator leaves elements default-initialised (uninitialised for bytes and integers), and
-// maps allocations of 32 MiB and more directly, asking for transparent huge pages so that the
-// threads that first touch the memory fault 2 MiB at a time.
+// maps allocations from its threshold on directly, asking for transparent huge pages so that
+// the threads that first touch the memory fault 2 MiB at a time. LargeVector maps from 32 MiB;
+// HugePageVector from 2 MiB, for arrays of one entry a block-row that one thread fills (the
+// cuda backend's host copies of its row pointers: E1's million took 6-8 ms to download into
+// 4 KiB pages, 3.6-4.3 ms into huge pages; bench/NOTES.md item 17).
 #pragma once
 
 #include <sys/mman.h>
@@ -16,15 +19,19 @@
 
 namespace blockmm {
 
-template <typename T>
+template <typename T, std::size_t MapThreshold = (std::size_t{32} << 20)>
 class LargeBufferAllocator {
  public:
   using value_type = T;
-  static constexpr std::size_t kMapThreshold = std::size_t{32} << 20;
+  static constexpr std::size_t kMapThreshold = MapThreshold;
+  template <typename U>
+  struct rebind {
+    using other = LargeBufferAllocator<U, MapThreshold>;
+  };
 
   LargeBufferAllocator() noexcept = default;
   template <typename U>
-  LargeBufferAllocator(const LargeBufferAllocator<U>&) noexcept {}
+  LargeBufferAllocator(const LargeBufferAllocator<U, MapThreshold>&) noexcept {}
 
   T* allocate(std::size_t count) {
     const std::size_t bytes = count * sizeof(T);
@@ -62,5 +69,8 @@ class LargeBufferAllocator {
 
 template <typename T>
 using LargeVector = std::vector<T, LargeBufferAllocator<T>>;
+
+template <typename T>
+using HugePageVector = std::vector<T, LargeBufferAllocator<T, (std::size_t{2} << 20)>>;
 
 }  // namespace blockmm

@@ -341,7 +341,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     }
     BLOCKMM_CUDA_CHECK(cudaGetLastError());
   }
-  const std::vector<std::int32_t> row_ptr = download(d.d_row_ptr.get(), std::int64_t{rows} + 1, stream);
+  const HugePageVector<std::int32_t> row_ptr = download_rows(d.d_row_ptr.get(), std::int64_t{rows} + 1, stream);
   d.row_ptr.assign(row_ptr.begin(), row_ptr.end());
   d_records = {};
   block_source = {};
@@ -370,7 +370,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     exclusive_pointers(col_count.get(), p, d.d_col_ptr.get(), scratch, stream);
     // The sorted entries are in one of the two buffers; keep that one.
     d.d_csc_block = entry_buffer.Current() == entry.get() ? std::move(entry) : std::move(entry_alt);
-    const std::vector<std::int32_t> col_ptr = download(d.d_col_ptr.get(), std::int64_t{p} + 1, stream);
+    const HugePageVector<std::int32_t> col_ptr = download_rows(d.d_col_ptr.get(), std::int64_t{p} + 1, stream);
     d.col_ptr.assign(col_ptr.begin(), col_ptr.end());
   }
   BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -386,14 +386,14 @@ std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, Op
   d.row_begin = matrix.row_begin;
   d.row_end = matrix.row_end;
   d.blocks_ = matrix.blocks();
-  d.row_ptr = matrix.row_ptr;
+  d.row_ptr.assign(matrix.row_ptr.begin(), matrix.row_ptr.end());
   const std::vector<std::int32_t> row_ptr(matrix.row_ptr.begin(), matrix.row_ptr.end());
   d.d_row_ptr = upload(row_ptr.data(), static_cast<std::int64_t>(row_ptr.size()), stream);
   d.d_col = upload(matrix.col.data(), static_cast<std::int64_t>(matrix.col.size()), stream);
   d.d_values = upload(matrix.values.data(), static_cast<std::int64_t>(matrix.values.size()), stream);
   d.d_masks = upload(matrix.masks.data(), static_cast<std::int64_t>(matrix.masks.size()), stream);
   if (role == OperandRole::right) {
-    d.col_ptr = matrix.col_ptr;
+    d.col_ptr.assign(matrix.col_ptr.begin(), matrix.col_ptr.end());
     const std::vector<std::int32_t> col_ptr(matrix.col_ptr.begin(), matrix.col_ptr.end());
     d.d_col_ptr = upload(col_ptr.data(), static_cast<std::int64_t>(col_ptr.size()), stream);
     d.d_csc_row = upload(matrix.csc_row.data(), static_cast<std::int64_t>(matrix.csc_row.size()), stream);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/large_buffer.hpp"
 #include "kernels/cuda/cuda_check.cuh"
 
 namespace blockmm::kernels::cuda {
@@ -102,6 +103,18 @@ DeviceArray<T> upload(const T* host, std::int64_t count, cudaStream_t stream) {
 template <typename T>
 std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream) {
   std::vector<T> host(static_cast<std::size_t>(count));
+  if (count > 0)
+    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, static_cast<std::size_t>(count) * sizeof(T),
+                                       cudaMemcpyDeviceToHost, stream));
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+// Into host memory on huge pages (core/large_buffer.hpp): for arrays of one entry a block-row,
+// whose 4 KiB page faults cost more than the copy (E1: a million rows).
+template <typename T>
+HugePageVector<T> download_rows(const T* device, std::int64_t count, cudaStream_t stream) {
+  HugePageVector<T> host(static_cast<std::size_t>(count));
   if (count > 0)
     BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, static_cast<std::size_t>(count) * sizeof(T),
                                        cudaMemcpyDeviceToHost, stream));

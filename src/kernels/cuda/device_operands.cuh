@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/block_matrix.hpp"
+#include "core/large_buffer.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/cuda/device_memory.cuh"
 
@@ -23,13 +24,13 @@ class DeviceOperand final : public Operand {
   bool built_on_device = false;  // false: built on the host and uploaded (the fallback)
 
   // CSR over rows [row_begin, row_end): pointers relative to the first row, columns absolute.
-  std::vector<std::int64_t> row_ptr;  // host copy (rows + 1)
+  HugePageVector<std::int64_t> row_ptr;  // host copy (rows + 1)
   DeviceArray<std::int32_t> d_row_ptr;
   DeviceArray<std::int32_t> d_col;
   DeviceArray<std::uint16_t> d_values;  // CSR order, m * m each
   DeviceArray<std::uint64_t> d_masks;   // mask_words(m) per block: non-zero columns (A) or rows (B)
   // CSC over every block-column (right operands only): rows absolute, entries name CSR blocks.
-  std::vector<std::int64_t> col_ptr;  // host copy (p + 1)
+  HugePageVector<std::int64_t> col_ptr;  // host copy (p + 1)
   DeviceArray<std::int32_t> d_col_ptr;
   DeviceArray<std::int32_t> d_csc_row;
   DeviceArray<std::int32_t> d_csc_block;
