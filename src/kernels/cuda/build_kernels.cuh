@@ -131,9 +131,9 @@ __global__ void gather_value_words(const std::byte* records, std::int64_t stride
       const std::byte* from = records + static_cast<std::int64_t>(block_source[b]) * stride + 8;
       const u64 x = reinterpret_cast<const u64*>(from)[w];
       reinterpret_cast<u64*>(values + b * kWords * 4)[w] = x;
-      for (int lane = 0; lane < 4; ++lane)
-        if ((x >> (16 * lane)) & 0xFFFF) {
-          const int e = 4 * w + lane;
+      for (int part = 0; part < 4; ++part)  // the word's four values
+        if ((x >> (16 * part)) & 0xFFFF) {
+          const int e = 4 * w + part;
           mask |= u64{1} << (left ? e % m : e / m);
         }
     }

@@ -71,7 +71,7 @@ void sort_pairs(cub::DoubleBuffer<u64>& keys, cub::DoubleBuffer<std::int32_t>& v
 
 }  // namespace
 
-RegisteredBuffer::RegisteredBuffer(std::size_t bytes) : bytes_(bytes) {
+RegisteredBuffer::RegisteredBuffer(std::size_t bytes) {
   if (bytes == 0) return;
   constexpr std::size_t kHugePage = std::size_t{2} << 20;
   const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
@@ -86,7 +86,6 @@ RegisteredBuffer::RegisteredBuffer(std::size_t bytes) : bytes_(bytes) {
     if (!populated) std::memset(memory, 0, rounded);
     if (cudaHostRegister(memory, rounded, cudaHostRegisterDefault) == cudaSuccess) {
       data_ = static_cast<std::byte*>(memory);
-      bytes_ = rounded;
       registered_ = true;
       return;
     }

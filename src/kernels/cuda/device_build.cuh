@@ -30,7 +30,6 @@ class RegisteredBuffer {
 
  private:
   std::byte* data_ = nullptr;
-  std::size_t bytes_ = 0;
   bool registered_ = false;  // else from cudaMallocHost
 };
 
