@@ -208,12 +208,34 @@ __global__ void b_row_columns(SymbolicOperands ops, std::int64_t words, u64* bit
     }
 }
 
+// One warp ORs into a row's bitset `bits` the columns of the tiles A block e reaches: its B row's
+// column bitset whole when the A block's mask is full (it meets every block there), else each
+// B block whose mask meets it, as the cpu backend tests them. Atomic: other warps OR beside it.
+__device__ __forceinline__ void or_block_columns(const SymbolicOperands& ops, std::int32_t e, std::int64_t words,
+                                                 const u64* b_columns, int lane, u64* bits) {
+  const std::int32_t kr = ops.a_col[e] - ops.b_row_begin;
+  if (kr < 0 || kr >= ops.b_rows) return;
+  const u64* amask = ops.a_masks + static_cast<std::int64_t>(e) * ops.mask_words;
+  if (b_columns != nullptr && mask_full(amask, ops.m)) {
+    const u64* row_bits = b_columns + static_cast<std::int64_t>(kr) * words;
+    for (std::int64_t w = lane; w < words; w += 32) {
+      const u64 x = row_bits[w];
+      if (x != 0) atomicOr(bits + w, x);
+    }
+  } else {
+    for (std::int32_t f = ops.b_row_ptr[kr] + lane; f < ops.b_row_ptr[kr + 1]; f += 32)
+      if (masks_intersect(amask, ops.b_masks + static_cast<std::int64_t>(f) * ops.mask_words, ops.mask_words)) {
+        const std::int32_t j = ops.b_col[f];
+        atomicOr(bits + (j >> 6), u64{1} << (j & 63));
+      }
+  }
+}
+
 // Heavy rows: the bitset of each row's non-empty tiles, in shared memory when it fits
-// (dynamic shared size words * 8) else straight in `out`, and its population count. An A block
-// whose mask is full meets every block of its B row, so the row's column bitset is ORed whole;
-// others test each block pair's masks, as the cpu backend does. Each warp takes its own A blocks
-// (no barrier between them: the ORs are atomic), and the row stops once every one of its
-// `columns` bits is set: a full row stays full, and dense rows fill after a few dozen A blocks.
+// (dynamic shared size words * 8) else straight in `out`, and its population count. Each warp
+// takes its own A blocks (or_block_columns; no barrier between them), and the row stops once
+// every one of its `columns` bits is set: a full row stays full, and dense rows fill after a few
+// dozen A blocks.
 template <int kThreads>
 __global__ void heavy_row_bitsets(SymbolicOperands ops, const std::int32_t* rows, std::int64_t words,
                                   std::int32_t columns, const u64* b_columns, bool shared_bits, u64* out,
@@ -235,24 +257,7 @@ __global__ void heavy_row_bitsets(SymbolicOperands ops, const std::int32_t* rows
   const std::int32_t end = ops.a_row_ptr[r + 1];
   for (std::int32_t e0 = ops.a_row_ptr[r]; e0 < end; e0 += kRound) {
     const std::int32_t e1 = e0 + kRound < end ? e0 + kRound : end;
-    for (std::int32_t e = e0 + warp; e < e1; e += kWarps) {
-      const std::int32_t kr = ops.a_col[e] - ops.b_row_begin;
-      if (kr < 0 || kr >= ops.b_rows) continue;
-      const u64* amask = ops.a_masks + static_cast<std::int64_t>(e) * ops.mask_words;
-      if (b_columns != nullptr && mask_full(amask, ops.m)) {
-        const u64* row_bits = b_columns + static_cast<std::int64_t>(kr) * words;
-        for (std::int64_t w = lane; w < words; w += 32) {
-          const u64 x = row_bits[w];
-          if (x != 0) atomicOr(bits + w, x);
-        }
-      } else {
-        for (std::int32_t f = ops.b_row_ptr[kr] + lane; f < ops.b_row_ptr[kr + 1]; f += 32)
-          if (masks_intersect(amask, ops.b_masks + static_cast<std::int64_t>(f) * ops.mask_words, ops.mask_words)) {
-            const std::int32_t j = ops.b_col[f];
-            atomicOr(bits + (j >> 6), u64{1} << (j & 63));
-          }
-      }
-    }
+    for (std::int32_t e = e0 + warp; e < e1; e += kWarps) or_block_columns(ops, e, words, b_columns, lane, bits);
     __syncthreads();
     int full = 1;
     for (std::int64_t w = threadIdx.x; w < words && full; w += kThreads)
@@ -285,24 +290,8 @@ __global__ void heavy_row_segments(SymbolicOperands ops, const HeavySegment* seg
   u64* bits = out + static_cast<std::int64_t>(segment.slot) * words;
   const int lane = threadIdx.x % 32;
   const int warps = blockDim.x / 32;
-  for (std::int32_t e = segment.begin + static_cast<std::int32_t>(threadIdx.x / 32); e < segment.end; e += warps) {
-    const std::int32_t kr = ops.a_col[e] - ops.b_row_begin;
-    if (kr < 0 || kr >= ops.b_rows) continue;
-    const u64* amask = ops.a_masks + static_cast<std::int64_t>(e) * ops.mask_words;
-    if (b_columns != nullptr && mask_full(amask, ops.m)) {
-      const u64* row_bits = b_columns + static_cast<std::int64_t>(kr) * words;
-      for (std::int64_t w = lane; w < words; w += 32) {
-        const u64 x = row_bits[w];
-        if (x != 0) atomicOr(bits + w, x);
-      }
-    } else {
-      for (std::int32_t f = ops.b_row_ptr[kr] + lane; f < ops.b_row_ptr[kr + 1]; f += 32)
-        if (masks_intersect(amask, ops.b_masks + static_cast<std::int64_t>(f) * ops.mask_words, ops.mask_words)) {
-          const std::int32_t j = ops.b_col[f];
-          atomicOr(bits + (j >> 6), u64{1} << (j & 63));
-        }
-    }
-  }
+  for (std::int32_t e = segment.begin + static_cast<std::int32_t>(threadIdx.x / 32); e < segment.end; e += warps)
+    or_block_columns(ops, e, words, b_columns, lane, bits);
 }
 
 // Population count of each of the first gridDim.x bitsets of `bits`.

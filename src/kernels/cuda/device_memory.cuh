@@ -100,9 +100,10 @@ DeviceArray<T> upload(const T* host, std::int64_t count, cudaStream_t stream) {
   return device;
 }
 
-template <typename T>
-std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream) {
-  std::vector<T> host(static_cast<std::size_t>(count));
+// Into a fresh host vector of `count` elements (std::vector, or HugePageVector below).
+template <typename Vector, typename T>
+Vector download_into_new(const T* device, std::int64_t count, cudaStream_t stream) {
+  Vector host(static_cast<std::size_t>(count));
   if (count > 0)
     BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, static_cast<std::size_t>(count) * sizeof(T),
                                        cudaMemcpyDeviceToHost, stream));
@@ -110,16 +111,16 @@ std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream
   return host;
 }
 
+template <typename T>
+std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream) {
+  return download_into_new<std::vector<T>>(device, count, stream);
+}
+
 // Into host memory on huge pages (core/large_buffer.hpp): for arrays of one entry a block-row,
 // whose 4 KiB page faults cost more than the copy (E1: a million rows).
 template <typename T>
 HugePageVector<T> download_rows(const T* device, std::int64_t count, cudaStream_t stream) {
-  HugePageVector<T> host(static_cast<std::size_t>(count));
-  if (count > 0)
-    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, static_cast<std::size_t>(count) * sizeof(T),
-                                       cudaMemcpyDeviceToHost, stream));
-  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host;
+  return download_into_new<HugePageVector<T>>(device, count, stream);
 }
 
 template <typename T>
