@@ -10,14 +10,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "probe_util.cuh"
+
 namespace {
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-void check(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(rc));
-    std::exit(1);
-  }
-}
+using probe::check;
+using probe::now;
 __global__ void touch(char* p, std::size_t bytes) {
   for (std::size_t i = (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) * 4096; i < bytes;
        i += std::size_t{gridDim.x} * blockDim.x * 4096)

@@ -11,14 +11,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "probe_util.cuh"
+
 namespace {
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-void check(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(rc));
-    std::exit(1);
-  }
-}
+using probe::check;
+using probe::now;
 }  // namespace
 
 int main(int argc, char** argv) {

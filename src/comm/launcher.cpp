@@ -3,17 +3,13 @@
 #include <cstdlib>
 
 namespace blockmm::comm {
-namespace {
 
-// A count (0 .. 2^20), or -1.
 int parse_count(const char* text) {
   if (text == nullptr || *text == '\0') return -1;
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
   return *end == '\0' && value >= 0 && value <= 1 << 20 ? static_cast<int>(value) : -1;
 }
-
-}  // namespace
 
 LauncherPlacement launcher_placement(const EnvironmentLookup& lookup) {
   const auto value = [&](const char* name) -> const char* {

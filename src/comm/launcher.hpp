@@ -39,6 +39,10 @@ struct LauncherPlacement {
 };
 
 LauncherPlacement launcher_placement(const EnvironmentLookup& lookup);
+
+// A count (0 .. 2^20) written in decimal and nothing else, or -1: how a launcher's (or the GPU
+// driver's) numbers are read.
+int parse_count(const char* text);
 // This process's environment.
 LauncherPlacement launcher_placement();
 

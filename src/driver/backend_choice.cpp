@@ -57,14 +57,6 @@ std::int64_t input_file_bytes(const Options& options) {
   return input_bytes;
 }
 
-// A non-negative integer, or -1.
-int parse_count(const char* text) {
-  if (text == nullptr || *text == '\0') return -1;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  return *end == '\0' && value >= 0 && value <= 1 << 20 ? static_cast<int>(value) : -1;
-}
-
 std::string& applied_visibility() {
   static std::string setting;
   return setting;
@@ -93,7 +85,7 @@ std::vector<std::string> node_gpu_uuids(const std::string& proc_root, const std:
       if (key == "Device Minor") minor = value;
       if (key == "GPU Excluded") excluded = value;
     }
-    if (uuid.rfind("GPU-", 0) != 0 || parse_count(minor.c_str()) < 0 || excluded == "Yes") continue;
+    if (uuid.rfind("GPU-", 0) != 0 || comm::parse_count(minor.c_str()) < 0 || excluded == "Yes") continue;
     // MIG instances of this GPU, if any, are what CUDA enumerates: leave the choice to CUDA.
     for (fs::directory_iterator it(proc_root + "/capabilities/gpu" + minor + "/mig", ec), end; !ec && it != end;
          it.increment(ec))

@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
   // so every rank reaches the same verdict; only the first prints).
   blockmm::driver::Options options;
   int exit_code = 0;
-  const blockmm::comm::LauncherPlacement placement = blockmm::comm::launcher_placement();
-  const bool quiet_rank = placement.rank != -1 && placement.rank != 0;
+  const bool quiet_rank = blockmm::comm::launcher_placement().rank > 0;
   if (!blockmm::driver::parse_options(argc, argv, options, exit_code, !quiet_rank)) {
     if (exit_code != 0) hold_until_every_rank_has_reported(&argc, &argv);
     return exit_code;

@@ -85,26 +85,19 @@ RegisteredBuffer::RegisteredBuffer(std::size_t bytes) {
 #endif
     if (!populated) std::memset(memory, 0, rounded);
     if (cudaHostRegister(memory, rounded, cudaHostRegisterDefault) == cudaSuccess) {
-      data_ = static_cast<std::byte*>(memory);
-      registered_ = true;
+      registered_ = static_cast<std::byte*>(memory);
       return;
     }
     (void)cudaGetLastError();  // not fatal: cudaMallocHost below
     std::free(memory);
   }
-  void* pinned = nullptr;
-  BLOCKMM_CUDA_CHECK(cudaMallocHost(&pinned, bytes));
-  data_ = static_cast<std::byte*>(pinned);
+  fallback_ = PinnedBuffer(bytes);
 }
 
 RegisteredBuffer::~RegisteredBuffer() {
-  if (data_ == nullptr) return;
-  if (registered_) {
-    cudaHostUnregister(data_);
-    std::free(data_);
-  } else {
-    cudaFreeHost(data_);
-  }
+  if (registered_ == nullptr) return;
+  cudaHostUnregister(registered_);
+  std::free(registered_);
 }
 
 namespace {
@@ -521,8 +514,8 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
       if (kept > 0 && download_one(unique + kept - 1, stream) == sentinel) --kept;
       DeviceArray<std::int32_t> cols(static_cast<std::size_t>(kept));
       DeviceArray<std::int64_t> starts(static_cast<std::size_t>(batch_rows) + 1);
-      row_starts<<<grid_for(kept + 1), 256, 0, stream>>>(unique, kept, col_bits, std::int64_t{batch_rows},
-                                                         static_cast<const std::int32_t*>(nullptr), starts.get());
+      row_starts<<<grid_for(kept + 1), 256, 0, stream>>>(unique, kept, col_bits, std::int64_t{batch_rows}, nullptr,
+                                                         starts.get());
       light_row_tiles<<<grid_for(batch_rows), 256, 0, stream>>>(starts.get(), batch_rows, d_rows.get(), d_tiles.get());
       BLOCKMM_CUDA_CHECK(cudaGetLastError());
       if (kept > 0) {

@@ -18,19 +18,19 @@ namespace blockmm::kernels::cuda {
 
 // Host memory on transparent huge pages, populated and registered with CUDA (pinned). Pinning
 // through cudaMallocHost costs about 0.4 ms a MiB (4 KiB pages); registering populated 2 MiB
-// pages is several times cheaper (bench/NOTES.md item 17). Falls back to cudaMallocHost where
-// registering fails.
+// pages is several times cheaper (bench/NOTES.md item 17). Falls back to a PinnedBuffer
+// (cudaMallocHost) where registering fails.
 class RegisteredBuffer {
  public:
   explicit RegisteredBuffer(std::size_t bytes);
   ~RegisteredBuffer();
   RegisteredBuffer(const RegisteredBuffer&) = delete;
   RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
-  std::byte* get() const { return data_; }
+  std::byte* get() const { return registered_ != nullptr ? registered_ : fallback_.get(); }
 
  private:
-  std::byte* data_ = nullptr;
-  bool registered_ = false;  // else from cudaMallocHost
+  std::byte* registered_ = nullptr;  // ours, registered; else the fallback holds the memory
+  PinnedBuffer fallback_;
 };
 
 // Pinned buffers that records pass through on their way to the device, one per reading thread,
