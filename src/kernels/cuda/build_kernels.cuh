@@ -326,14 +326,16 @@ __global__ void bitset_columns(const u64* bits, std::int64_t words, const std::i
 
 // Light rows: every block pair of the row as a key (row's index in the batch, column), or the
 // sentinel where the masks show a zero product; sorting and de-duplicating the keys gives the
-// row's tiles. One warp a row; `first[i]` is where the batch's row i writes.
+// row's tiles. One warp a row; the batch's row i writes from `first[i] - first_base` on (first:
+// the products of the light rows before it, so that a batch takes its part of one array).
 __global__ void expand_light_rows(SymbolicOperands ops, const std::int32_t* rows, std::int32_t batch_rows,
-                                  const std::int64_t* first, int col_bits, u64 sentinel, u64* keys) {
+                                  const std::int64_t* first, std::int64_t first_base, int col_bits, u64 sentinel,
+                                  u64* keys) {
   const std::int64_t warp = global_thread() / 32;
   const int lane = threadIdx.x % 32;
   for (std::int64_t i = warp; i < batch_rows; i += grid_threads() / 32) {
     const std::int32_t r = rows[i];
-    std::int64_t at = first[i];
+    std::int64_t at = first[i] - first_base;
     for (std::int32_t e = ops.a_row_ptr[r]; e < ops.a_row_ptr[r + 1]; ++e) {
       const std::int32_t kr = ops.a_col[e] - ops.b_row_begin;
       if (kr < 0 || kr >= ops.b_rows) continue;
@@ -362,17 +364,29 @@ __global__ void light_row_tiles(const std::int64_t* starts, std::int32_t batch_r
   for (std::int64_t i = global_thread(); i < batch_rows; i += grid_threads()) row_tiles[rows[i]] = starts[i + 1] - starts[i];
 }
 
-// Moves each row's columns from where its class (light or heavy) left them to the final
-// pattern. One warp a row.
-__global__ void place_rows(const std::int64_t* row_ptr, std::int32_t rows, const std::int32_t* light_cols,
-                           const std::int32_t* heavy_cols, const std::int64_t* source, const std::uint8_t* heavy,
-                           std::int32_t* cols) {
+// Copies the columns of one class's rows (rows[i], whose columns start at from + source[i]) to
+// their place in the pattern. One warp a row.
+__global__ void place_rows(const std::int64_t* row_ptr, const std::int32_t* rows, std::int64_t count,
+                           const std::int64_t* source, const std::int32_t* from, std::int32_t* cols) {
   const std::int64_t warp = global_thread() / 32;
   const int lane = threadIdx.x % 32;
-  for (std::int64_t r = warp; r < rows; r += grid_threads() / 32) {
-    const std::int32_t* from = (heavy[r] ? heavy_cols : light_cols) + source[r];
-    for (std::int64_t t = row_ptr[r] + lane; t < row_ptr[r + 1]; t += 32) cols[t] = from[t - row_ptr[r]];
+  for (std::int64_t i = warp; i < count; i += grid_threads() / 32) {
+    const std::int32_t r = rows[i];
+    const std::int32_t* row_from = from + source[i];
+    for (std::int64_t t = row_ptr[r] + lane; t < row_ptr[r + 1]; t += 32) cols[t] = row_from[t - row_ptr[r]];
   }
+}
+
+// out[i] = per_row[rows[i]]: a per-row array read for one class of rows.
+__global__ void gather_rows(const std::int64_t* per_row, const std::int32_t* rows, std::int64_t count,
+                            std::int64_t* out) {
+  for (std::int64_t i = global_thread(); i < count; i += grid_threads()) out[i] = per_row[rows[i]];
+}
+
+// per_row[rows[i]] = values[i]: the reverse, for the heavy rows' tile counts.
+__global__ void scatter_rows(const std::int64_t* values, const std::int32_t* rows, std::int64_t count,
+                             std::int64_t* per_row) {
+  for (std::int64_t i = global_thread(); i < count; i += grid_threads()) per_row[rows[i]] = values[i];
 }
 
 // Per row, where column tile jt of width `tile_cols` block-columns starts in the row's tiles:

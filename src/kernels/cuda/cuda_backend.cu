@@ -5,6 +5,7 @@
 // by slot, so the file write overlaps the GPU work.
 #include <cuda_runtime.h>
 
+#include <cub/device/device_scan.cuh>
 #include <omp.h>
 
 #include <algorithm>
@@ -73,14 +74,13 @@ void launch(const KernelPlan& plan, const cuda::TileParams& params, std::int64_t
   BLOCKMM_CUDA_CHECK(cudaGetLastError());
 }
 
-// Work units: each row's tiles cut into runs of at most tiles_per_unit (from the row pointers
-// alone: the tiles' columns stay on the device).
-std::vector<WorkUnit> make_units(const OutputLayout& layout, int tiles_per_unit) {
-  std::vector<WorkUnit> units;
-  const std::int32_t rows = layout.row_end - layout.row_begin;
-  for (std::int32_t r = 0; r < rows; ++r)
-    for (std::int64_t t = layout.row_ptr[r]; t < layout.row_ptr[r + 1]; t += tiles_per_unit)
-      units.push_back({t, r, static_cast<std::int32_t>(std::min<std::int64_t>(tiles_per_unit, layout.row_ptr[r + 1] - t))});
+// Work units: each row's tiles cut into runs of at most tiles_per_unit. The host walks its row
+// pointers for their number and the chunks; the list itself is written on the device (E1 has a
+// million rows and units, whose host list and upload cost more than its kernels).
+std::int64_t count_units(const OutputLayout& layout, int tiles_per_unit) {
+  std::int64_t units = 0;
+  for (std::size_t r = 0; r + 1 < layout.row_ptr.size(); ++r)
+    units += (layout.row_ptr[r + 1] - layout.row_ptr[r] + tiles_per_unit - 1) / tiles_per_unit;
   return units;
 }
 
@@ -88,19 +88,44 @@ struct Chunk {
   std::int64_t first_unit, units, first_tile, tiles;
 };
 
-std::vector<Chunk> make_chunks(const std::vector<WorkUnit>& units, std::int64_t max_tiles) {
+// Consecutive units of at most max_tiles tiles together (at least one unit a chunk).
+std::vector<Chunk> make_chunks(const OutputLayout& layout, int tiles_per_unit, std::int64_t max_tiles) {
   std::vector<Chunk> chunks;
-  std::int64_t u = 0;
-  while (u < static_cast<std::int64_t>(units.size())) {
-    Chunk c{u, 0, units[u].first_tile, 0};
-    while (u < static_cast<std::int64_t>(units.size()) && (c.tiles + units[u].tiles <= max_tiles || c.units == 0)) {
-      c.tiles += units[u].tiles;
-      ++c.units;
-      ++u;
+  Chunk chunk{0, 0, 0, 0};
+  std::int64_t unit = 0;
+  for (std::size_t r = 0; r + 1 < layout.row_ptr.size(); ++r)
+    for (std::int64_t t = layout.row_ptr[r]; t < layout.row_ptr[r + 1]; t += tiles_per_unit, ++unit) {
+      const std::int64_t tiles = std::min<std::int64_t>(tiles_per_unit, layout.row_ptr[r + 1] - t);
+      if (chunk.units > 0 && chunk.tiles + tiles > max_tiles) {
+        chunks.push_back(chunk);
+        chunk.units = 0;
+      }
+      if (chunk.units == 0) chunk = {unit, 0, t, 0};
+      chunk.tiles += tiles;
+      ++chunk.units;
     }
-    chunks.push_back(c);
-  }
+  if (chunk.units > 0) chunks.push_back(chunk);
   return chunks;
+}
+
+DeviceArray<WorkUnit> device_units(const cuda::DevicePattern& pattern, int tiles_per_unit, std::int64_t count,
+                                   cudaStream_t stream) {
+  const std::int32_t rows = pattern.layout().row_end - pattern.layout().row_begin;
+  DeviceArray<WorkUnit> units(static_cast<std::size_t>(count));
+  if (count == 0) return units;
+  DeviceArray<std::int64_t> per_row(static_cast<std::size_t>(rows)), first_unit(static_cast<std::size_t>(rows));
+  cuda::row_unit_counts<<<cuda::grid_for(rows), 256, 0, stream>>>(pattern.d_row_ptr.get(), rows, tiles_per_unit,
+                                                                  per_row.get());
+  BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  std::size_t bytes = 0;
+  BLOCKMM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, per_row.get(), first_unit.get(), rows, stream));
+  DeviceArray<std::byte> scratch(bytes);
+  BLOCKMM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scratch.get(), bytes, per_row.get(), first_unit.get(), rows, stream));
+  cuda::fill_work_units<<<cuda::grid_for(std::int64_t{rows} * 32), 256, 0, stream>>>(
+      pattern.d_row_ptr.get(), first_unit.get(), rows, tiles_per_unit, units.get());
+  BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // per_row, first_unit and scratch go now
+  return units;
 }
 
 #define BLOCKMM_CUBLAS_CHECK(call)                                                                   \
@@ -454,18 +479,19 @@ class CudaBackend final : public Backend {
     const int m = a.shape.m;
     const std::int64_t stride = record_bytes<std::uint32_t>(m);
     const KernelPlan plan = plan_for(m, choices_.generic_kernel);
-    const std::vector<WorkUnit> units = make_units(pattern.layout(), plan.tiles_per_unit);
-    // Per tile: two output buffers and a share of a work unit; the units all go up once.
-    const std::int64_t units_bytes = static_cast<std::int64_t>(units.size() * sizeof(WorkUnit));
+    const std::int64_t unit_count = count_units(pattern.layout(), plan.tiles_per_unit);
+    // Per tile: two output buffers and a share of a work unit; the units are all on the device.
+    const std::int64_t units_bytes = unit_count * static_cast<std::int64_t>(sizeof(WorkUnit));
     const std::int64_t per_tile = 2 * stride + 1;
     const std::int64_t min_tiles = plan.tiles_per_unit;
     if (room - units_bytes < min_tiles * per_tile) throw cuda::budget_error(room, units_bytes + min_tiles * per_tile);
     const std::int64_t chunk_tiles =
         std::max(min_tiles, std::min((room - units_bytes) / per_tile, std::max<std::int64_t>(1, options.chunk_bytes / stride)));
-    const std::vector<Chunk> unit_chunks = make_chunks(units, chunk_tiles);
+    const std::vector<Chunk> unit_chunks = make_chunks(pattern.layout(), plan.tiles_per_unit, chunk_tiles);
     std::vector<OutputChunk> chunks;
     for (const Chunk& c : unit_chunks) chunks.push_back({c.first_tile, c.tiles});
-    const WorkUnit* d_units = pipeline.keep(cuda::upload(units.data(), static_cast<std::int64_t>(units.size()), pipeline.compute()));
+    const WorkUnit* d_units =
+        pipeline.keep(device_units(pattern, plan.tiles_per_unit, unit_count, pipeline.compute()));
 
     pipeline.run(chunks, stride, sink, options, report, [&](std::size_t c, std::byte* out) {
       const Chunk& chunk = unit_chunks[c];

@@ -6,6 +6,7 @@
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
 
 #include <sys/mman.h>
 
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -214,6 +216,73 @@ DeviceArray<std::int64_t> row_products(const DeviceOperand& a, const DeviceOpera
   return per_row;
 }
 
+// The rows whose block products lie in (lo, hi], ascending, on the device: one class of the
+// symbolic phase.
+struct RowClass {
+  DeviceArray<std::int32_t> rows;
+  std::int64_t count = 0;
+};
+
+struct ProductsWithin {
+  const std::int64_t* products;
+  std::int64_t lo, hi;
+  __device__ bool operator()(std::int32_t r) const { return products[r] > lo && products[r] <= hi; }
+};
+
+RowClass select_rows(const DeviceArray<std::int64_t>& products, std::int32_t rows, std::int64_t lo, std::int64_t hi,
+                     CubScratch& scratch, cudaStream_t stream) {
+  RowClass selected;
+  if (rows == 0) return selected;
+  selected.rows = DeviceArray<std::int32_t>(static_cast<std::size_t>(rows));
+  DeviceArray<std::int64_t> count(1);
+  const thrust::counting_iterator<std::int32_t> row(0);
+  const ProductsWithin within{products.get(), lo, hi};
+  std::size_t bytes = 0;
+  BLOCKMM_CUDA_CHECK(cub::DeviceSelect::If(nullptr, bytes, row, selected.rows.get(), count.get(), rows, within, stream));
+  BLOCKMM_CUDA_CHECK(
+      cub::DeviceSelect::If(scratch.get(bytes), bytes, row, selected.rows.get(), count.get(), rows, within, stream));
+  selected.count = download_one(count.get(), stream);
+  return selected;
+}
+
+std::int64_t sum(const DeviceArray<std::int64_t>& values, CubScratch& scratch, cudaStream_t stream) {
+  if (values.size() == 0) return 0;
+  DeviceArray<std::int64_t> total(1);
+  std::size_t bytes = 0;
+  const auto count = static_cast<std::int64_t>(values.size());
+  BLOCKMM_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, values.get(), total.get(), count, stream));
+  BLOCKMM_CUDA_CHECK(cub::DeviceReduce::Sum(scratch.get(bytes), bytes, values.get(), total.get(), count, stream));
+  return download_one(total.get(), stream);
+}
+
+// The parts (batches) of a class's columns as one array, part p at part_first[p].
+DeviceArray<std::int32_t> concatenate(std::vector<DeviceArray<std::int32_t>> parts,
+                                      const std::vector<std::int64_t>& part_first, std::int64_t total,
+                                      cudaStream_t stream) {
+  if (parts.size() == 1) return std::move(parts[0]);
+  DeviceArray<std::int32_t> all(static_cast<std::size_t>(total));
+  for (std::size_t part = 0; part < parts.size(); ++part)
+    if (parts[part].size() > 0)
+      BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(all.get() + part_first[part], parts[part].get(), parts[part].bytes(),
+                                         cudaMemcpyDeviceToDevice, stream));
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the parts go when this returns
+  return all;
+}
+
+// Moves one class's columns (its rows' columns one after another, in row order) into the
+// pattern at the row pointers.
+void place_class(const std::int64_t* row_ptr, const RowClass& rows, const std::int64_t* tiles, const std::int32_t* from,
+                 std::int32_t* cols, CubScratch& scratch, cudaStream_t stream) {
+  DeviceArray<std::int64_t> row_tiles(static_cast<std::size_t>(rows.count));
+  DeviceArray<std::int64_t> source(static_cast<std::size_t>(rows.count) + 1);
+  gather_rows<<<grid_for(rows.count), 256, 0, stream>>>(tiles, rows.rows.get(), rows.count, row_tiles.get());
+  BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  exclusive_pointers(row_tiles.get(), rows.count, source.get(), scratch, stream);
+  place_rows<<<grid_for(rows.count * 32), 256, 0, stream>>>(row_ptr, rows.rows.get(), rows.count, source.get(), from, cols);
+  BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // row_tiles and source go when this returns
+}
+
 }  // namespace
 
 std::int64_t device_build_bytes(const RecordSource& records, const OperandSpec& spec) {
@@ -399,12 +468,7 @@ std::int64_t device_block_products(const DeviceOperand& a, const DeviceOperand& 
   const std::int32_t rows = a.rows_held();
   if (rows == 0 || a.blocks() == 0) return 0;
   CubScratch scratch;
-  DeviceArray<std::int64_t> per_row = row_products(a, b, scratch, stream);
-  DeviceArray<std::int64_t> total(1);
-  std::size_t bytes = 0;
-  BLOCKMM_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, bytes, per_row.get(), total.get(), rows, stream));
-  BLOCKMM_CUDA_CHECK(cub::DeviceReduce::Sum(scratch.get(bytes), bytes, per_row.get(), total.get(), rows, stream));
-  return download_one(total.get(), stream);
+  return sum(row_products(a, b, scratch, stream), scratch, stream);
 }
 
 std::vector<std::int64_t> device_row_products(const DeviceOperand& a, const DeviceOperand& b, cudaStream_t stream) {
@@ -456,48 +520,59 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
 
   // Each row's block products decide its method: a bitset of the row's columns when the
   // products outnumber the bitset's words (dense rows), else the products' columns sorted.
-  const std::vector<std::int64_t> products = [&] {
-    DeviceArray<std::int64_t> per_row = row_products(a, b, scratch, stream);
-    return download(per_row.get(), rows, stream);
-  }();
+  // Everything of one entry a row stays on the device (a million rows cost E1 ~40 ms of host
+  // arrays and copies: bench/NOTES.md 17-18); the host sees counts and the row pointers.
+  const DeviceArray<std::int64_t> products = row_products(a, b, scratch, stream);
   const std::int64_t heavy_at = std::max<std::int64_t>(64, 2 * words);
-  std::vector<std::int32_t> light_rows, heavy_rows;
-  for (std::int32_t r = 0; r < rows; ++r) {
-    if (products[r] == 0) continue;
-    (products[r] > heavy_at ? heavy_rows : light_rows).push_back(r);
-  }
-
-  std::vector<std::int64_t> tiles(static_cast<std::size_t>(rows), 0);
-  std::vector<std::int64_t> source(static_cast<std::size_t>(rows), 0);  // where a row's columns are
-  std::vector<std::uint8_t> is_heavy(static_cast<std::size_t>(rows), 0);
+  const RowClass light = select_rows(products, rows, 0, heavy_at, scratch, stream);
+  const RowClass heavy = select_rows(products, rows, heavy_at, std::numeric_limits<std::int64_t>::max(), scratch, stream);
+  DeviceArray<std::int64_t> tiles(static_cast<std::size_t>(rows));  // each row's tile count
+  zero(tiles, stream);
 
   // Light rows, in batches of consecutive rows whose products fit the batch (16 bytes each:
   // keys and the sort's second buffer); a longer single row is a batch alone.
-  std::vector<DeviceArray<std::int32_t>> light_parts;
-  std::vector<std::int64_t> light_part_first;  // offset of each part in the concatenation
-  std::int64_t light_total = 0;
-  {
+  DeviceArray<std::int32_t> light_cols;
+  if (light.count > 0) {
     const std::int64_t cap = std::max<std::int64_t>(1, batch_bytes / 16);
-    DeviceArray<std::int64_t> d_tiles(static_cast<std::size_t>(rows));
-    zero(d_tiles, stream);
-    for (std::size_t i0 = 0; i0 < light_rows.size();) {
-      std::size_t i1 = i0;
-      std::int64_t batch_products = 0;
-      std::vector<std::int64_t> first;
-      while (i1 < light_rows.size() && (i1 == i0 || batch_products + products[light_rows[i1]] <= cap)) {
-        first.push_back(batch_products);
-        batch_products += products[light_rows[i1]];
-        ++i1;
+    // first[i]: the products of the light rows before light row i (where its keys go).
+    DeviceArray<std::int64_t> first(static_cast<std::size_t>(light.count) + 1);
+    {
+      DeviceArray<std::int64_t> light_products(static_cast<std::size_t>(light.count));
+      gather_rows<<<grid_for(light.count), 256, 0, stream>>>(products.get(), light.rows.get(), light.count,
+                                                              light_products.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      exclusive_pointers(light_products.get(), light.count, first.get(), scratch, stream);
+    }
+    // Batch b is light rows [cut[b], cut[b + 1]), its keys first[cut[b]] .. first[cut[b + 1]]:
+    // one batch when every product fits, else cut on the host from the offsets.
+    std::vector<std::int64_t> cut{0}, cut_first{0};
+    const std::int64_t total = download_one(first.get() + light.count, stream);
+    if (total <= cap) {
+      cut.push_back(light.count);
+      cut_first.push_back(total);
+    } else {
+      const std::vector<std::int64_t> offsets = download(first.get(), light.count + 1, stream);
+      for (std::int64_t i0 = 0; i0 < light.count;) {
+        std::int64_t i1 = i0 + 1;
+        while (i1 < light.count && offsets[i1 + 1] - offsets[i0] <= cap) ++i1;
+        cut.push_back(i1);
+        cut_first.push_back(offsets[i1]);
+        i0 = i1;
       }
-      const auto batch_rows = static_cast<std::int32_t>(i1 - i0);
+    }
+    std::vector<DeviceArray<std::int32_t>> parts;
+    std::vector<std::int64_t> part_first;  // offset of each part in the concatenation
+    std::int64_t light_total = 0;
+    for (std::size_t batch = 0; batch + 1 < cut.size(); ++batch) {
+      const auto batch_rows = static_cast<std::int32_t>(cut[batch + 1] - cut[batch]);
+      const std::int32_t* batch_row_ids = light.rows.get() + cut[batch];
+      const std::int64_t batch_products = cut_first[batch + 1] - cut_first[batch];
       const int col_bits = bits_for(p);
       const int index_bits = bits_for(std::int64_t{batch_rows} + 1);
       const u64 sentinel = (u64{1} << (index_bits + col_bits)) - 1;
-      DeviceArray<std::int32_t> d_rows = upload(light_rows.data() + i0, batch_rows, stream);
-      DeviceArray<std::int64_t> d_first = upload(first.data(), batch_rows, stream);
       DeviceArray<u64> keys(static_cast<std::size_t>(batch_products)), keys_alt(static_cast<std::size_t>(batch_products));
       expand_light_rows<<<grid_for(std::int64_t{batch_rows} * 32), 256, 0, stream>>>(
-          ops, d_rows.get(), batch_rows, d_first.get(), col_bits, sentinel, keys.get());
+          ops, batch_row_ids, batch_rows, first.get() + cut[batch], cut_first[batch], col_bits, sentinel, keys.get());
       BLOCKMM_CUDA_CHECK(cudaGetLastError());
       cub::DoubleBuffer<u64> buffer(keys.get(), keys_alt.get());
       std::size_t bytes = 0;
@@ -516,46 +591,25 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
       DeviceArray<std::int64_t> starts(static_cast<std::size_t>(batch_rows) + 1);
       row_starts<<<grid_for(kept + 1), 256, 0, stream>>>(unique, kept, col_bits, std::int64_t{batch_rows}, nullptr,
                                                          starts.get());
-      light_row_tiles<<<grid_for(batch_rows), 256, 0, stream>>>(starts.get(), batch_rows, d_rows.get(), d_tiles.get());
+      light_row_tiles<<<grid_for(batch_rows), 256, 0, stream>>>(starts.get(), batch_rows, batch_row_ids, tiles.get());
       BLOCKMM_CUDA_CHECK(cudaGetLastError());
       if (kept > 0) {
         light_columns<<<grid_for(kept), 256, 0, stream>>>(unique, kept, col_bits, cols.get());
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
       }
-      light_part_first.push_back(light_total);
+      part_first.push_back(light_total);
       light_total += kept;
-      light_parts.push_back(std::move(cols));
+      parts.push_back(std::move(cols));
       BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the batch's buffers go now
-      i0 = i1;
     }
-    if (!light_rows.empty()) {
-      const std::vector<std::int64_t> counts = download(d_tiles.get(), rows, stream);
-      std::int64_t at = 0;
-      for (std::int32_t r : light_rows) {
-        tiles[r] = counts[r];
-        source[r] = at;
-        at += counts[r];
-      }
-    }
-  }
-  // One array of the light rows' columns, in row order.
-  DeviceArray<std::int32_t> light_cols;
-  if (light_parts.size() == 1) {
-    light_cols = std::move(light_parts[0]);
-  } else if (light_parts.size() > 1) {
-    light_cols = DeviceArray<std::int32_t>(static_cast<std::size_t>(light_total));
-    for (std::size_t part = 0; part < light_parts.size(); ++part)
-      if (light_parts[part].size() > 0)
-        BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(light_cols.get() + light_part_first[part], light_parts[part].get(),
-                                           light_parts[part].bytes(), cudaMemcpyDeviceToDevice, stream));
-    BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    light_parts.clear();
+    light_cols = concatenate(std::move(parts), part_first, light_total, stream);
   }
 
   // Heavy rows, in batches of bitsets within the batch scratch. B's rows as column bitsets let a
   // full-mask A block OR a whole row; built when they fit beside the batch.
   DeviceArray<std::int32_t> heavy_cols;
-  if (!heavy_rows.empty()) {
+  if (heavy.count > 0) {
+    const std::vector<std::int32_t> heavy_rows = download(heavy.rows.get(), heavy.count, stream);
     DeviceArray<u64> b_columns;
     const std::int64_t b_columns_bytes = std::int64_t{b.rows_held()} * words * 8;
     if (b_columns_bytes <= batch_bytes) {
@@ -571,7 +625,6 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
     const std::size_t shared_bytes = static_cast<std::size_t>(words * 8);
     const bool use_shared = shared_bytes <= 48 * 1024;
     const std::int64_t batch_rows = std::max<std::int64_t>(1, batch_bytes / (words * 8));
-    std::vector<std::int64_t> heavy_tiles;
     std::vector<DeviceArray<std::int32_t>> parts;
     std::vector<std::int64_t> part_first;
     std::int64_t heavy_total = 0;
@@ -588,13 +641,13 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
              (row_blocks(heavy_rows[i1]) > kLongRow) == long_rows)
         ++i1;
       const auto n = static_cast<std::int32_t>(i1 - i0);
+      const std::int32_t* batch_row_ids = heavy.rows.get() + i0;
       DeviceArray<u64> bits(static_cast<std::size_t>(n * words));
       DeviceArray<std::int64_t> counts(static_cast<std::size_t>(n));
-      // The launch's list (segments or rows) stays alive, here and on the device, until the
-      // download below has waited for the stream.
+      // The launch's list of segments stays alive, here and on the device, until the download
+      // below has waited for the stream.
       std::vector<HeavySegment> segments;
       DeviceArray<HeavySegment> d_segments;
-      DeviceArray<std::int32_t> d_rows;
       if (long_rows) {
         for (std::int32_t i = 0; i < n; ++i) {
           const std::int32_t r = heavy_rows[i0 + static_cast<std::size_t>(i)];
@@ -609,22 +662,17 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
         bitset_counts<kThreads><<<static_cast<unsigned int>(n), kThreads, 0, stream>>>(bits.get(), words, counts.get());
       } else {
-        d_rows = upload(heavy_rows.data() + i0, n, stream);
         heavy_row_bitsets<kThreads><<<static_cast<unsigned int>(n), kThreads, use_shared ? shared_bytes : 0, stream>>>(
-            ops, d_rows.get(), words, p, b_columns.get(), use_shared, bits.get(), counts.get());
+            ops, batch_row_ids, words, p, b_columns.get(), use_shared, bits.get(), counts.get());
       }
       BLOCKMM_CUDA_CHECK(cudaGetLastError());
-      const std::vector<std::int64_t> batch_counts = download(counts.get(), n, stream);
-      std::vector<std::int64_t> offset(static_cast<std::size_t>(n));
-      std::int64_t batch_total = 0;
-      for (std::int32_t i = 0; i < n; ++i) {
-        offset[i] = batch_total;
-        batch_total += batch_counts[i];
-        heavy_tiles.push_back(batch_counts[i]);
-      }
-      DeviceArray<std::int64_t> d_offset = upload(offset.data(), n, stream);
+      scatter_rows<<<grid_for(n), 256, 0, stream>>>(counts.get(), batch_row_ids, n, tiles.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+      DeviceArray<std::int64_t> offset(static_cast<std::size_t>(n) + 1);
+      exclusive_pointers(counts.get(), n, offset.get(), scratch, stream);
+      const std::int64_t batch_total = download_one(offset.get() + n, stream);
       DeviceArray<std::int32_t> cols(static_cast<std::size_t>(batch_total));
-      bitset_columns<kThreads><<<static_cast<unsigned int>(n), kThreads, 0, stream>>>(bits.get(), words, d_offset.get(),
+      bitset_columns<kThreads><<<static_cast<unsigned int>(n), kThreads, 0, stream>>>(bits.get(), words, offset.get(),
                                                                                      cols.get());
       BLOCKMM_CUDA_CHECK(cudaGetLastError());
       BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -633,45 +681,24 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
       parts.push_back(std::move(cols));
       i0 = i1;
     }
-    if (parts.size() == 1) {
-      heavy_cols = std::move(parts[0]);
-    } else {
-      heavy_cols = DeviceArray<std::int32_t>(static_cast<std::size_t>(heavy_total));
-      for (std::size_t part = 0; part < parts.size(); ++part)
-        if (parts[part].size() > 0)
-          BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(heavy_cols.get() + part_first[part], parts[part].get(), parts[part].bytes(),
-                                             cudaMemcpyDeviceToDevice, stream));
-      BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-    std::int64_t at = 0;
-    for (std::size_t i = 0; i < heavy_rows.size(); ++i) {
-      const std::int32_t r = heavy_rows[i];
-      tiles[r] = heavy_tiles[i];
-      source[r] = at;
-      is_heavy[r] = 1;
-      at += heavy_tiles[i];
-    }
+    heavy_cols = concatenate(std::move(parts), part_first, heavy_total, stream);
   }
 
   // The pattern: row pointers on both sides, the columns placed row by row.
-  layout.row_ptr.assign(static_cast<std::size_t>(rows) + 1, 0);
-  for (std::int32_t r = 0; r < rows; ++r) layout.row_ptr[r + 1] = layout.row_ptr[r] + tiles[r];
+  DeviceArray<std::int64_t> row_ptr(static_cast<std::size_t>(rows) + 1);
+  exclusive_pointers(tiles.get(), rows, row_ptr.get(), scratch, stream);
+  layout.row_ptr = download(row_ptr.get(), std::int64_t{rows} + 1, stream);
   auto pattern = std::make_unique<DevicePattern>(std::move(layout));
-  for (const std::int64_t row : products) pattern->block_products += row;
-  const OutputLayout& placed = pattern->layout();
-  pattern->d_row_ptr = upload(placed.row_ptr.data(), rows + 1, stream);
-  if (heavy_rows.empty()) {
-    pattern->d_col = std::move(light_cols);
-  } else if (light_rows.empty()) {
+  pattern->block_products = sum(products, scratch, stream);
+  pattern->d_row_ptr = std::move(row_ptr);
+  if (heavy.count == 0) {
+    pattern->d_col = std::move(light_cols);  // every row with tiles is light, in row order
+  } else if (light.count == 0) {
     pattern->d_col = std::move(heavy_cols);
   } else {
-    pattern->d_col = DeviceArray<std::int32_t>(static_cast<std::size_t>(placed.tiles()));
-    DeviceArray<std::int64_t> d_source = upload(source.data(), rows, stream);
-    DeviceArray<std::uint8_t> d_heavy = upload(is_heavy.data(), rows, stream);
-    place_rows<<<grid_for(std::int64_t{rows} * 32), 256, 0, stream>>>(pattern->d_row_ptr.get(), rows, light_cols.get(),
-                                                                      heavy_cols.get(), d_source.get(), d_heavy.get(),
-                                                                      pattern->d_col.get());
-    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+    pattern->d_col = DeviceArray<std::int32_t>(static_cast<std::size_t>(pattern->layout().tiles()));
+    place_class(pattern->d_row_ptr.get(), light, tiles.get(), light_cols.get(), pattern->d_col.get(), scratch, stream);
+    place_class(pattern->d_row_ptr.get(), heavy, tiles.get(), heavy_cols.get(), pattern->d_col.get(), scratch, stream);
   }
   BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
   return pattern;

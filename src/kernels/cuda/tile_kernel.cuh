@@ -24,6 +24,32 @@ struct WorkUnit {
   std::int32_t tiles;       // tiles in this unit
 };
 
+// Work units of a pattern on the device: row r's tiles [row_ptr[r], row_ptr[r + 1]) in runs of
+// at most tiles_per_unit, the first of them unit first_unit[r] (an exclusive sum of the counts).
+__global__ void row_unit_counts(const std::int64_t* row_ptr, std::int32_t rows, int tiles_per_unit,
+                                std::int64_t* counts) {
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    counts[r] = (row_ptr[r + 1] - row_ptr[r] + tiles_per_unit - 1) / tiles_per_unit;
+}
+
+// One warp a row (a skewed row has thousands of units).
+__global__ void fill_work_units(const std::int64_t* row_ptr, const std::int64_t* first_unit, std::int32_t rows,
+                                int tiles_per_unit, WorkUnit* units) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  for (std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
+    const std::int64_t begin = row_ptr[r];
+    const std::int64_t end = row_ptr[r + 1];
+    for (std::int64_t u = lane; begin + u * tiles_per_unit < end; u += 32) {
+      const std::int64_t first = begin + u * tiles_per_unit;
+      const std::int64_t left = end - first;
+      units[first_unit[r] + u] = {first, static_cast<std::int32_t>(r),
+                                  static_cast<std::int32_t>(left < tiles_per_unit ? left : tiles_per_unit)};
+    }
+  }
+}
+
 struct TileParams {
   // A panel in CSR: row r's blocks are [a_row_ptr[r], a_row_ptr[r+1]); values in CSR order.
   const std::int32_t* a_row_ptr;
