@@ -68,7 +68,6 @@ Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
   } else {
     BLOCKMM_MPI_CHECK(MPI_Query_thread(&provided));
   }
-  serialized_ = provided >= MPI_THREAD_SERIALIZED;
   // Return codes instead of aborting, so that every failure becomes a clear message.
   BLOCKMM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   BLOCKMM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));

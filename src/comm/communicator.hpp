@@ -82,8 +82,6 @@ class Communicator {
   bool same_node(int rank) const { return node_of(rank) == node(); }
   int node_leader() const { return node_leader_; }  // lowest rank of this node
   bool simulated_nodes() const { return simulated_nodes_; }
-  // MPI_THREAD_SERIALIZED or better: a helper thread may make MPI calls while the main thread does not.
-  bool helper_threads_may_call_mpi() const { return serialized_; }
 
   void barrier() const;
   std::int64_t sum(std::int64_t value) const;
@@ -124,7 +122,6 @@ class Communicator {
 
  private:
   bool uses_mpi_ = false;
-  bool serialized_ = true;
   bool finalize_ = false;
   int rank_ = 0;
   int size_ = 1;

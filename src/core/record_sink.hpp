@@ -16,11 +16,10 @@ class RecordSink {
   // computes only the ranges NumericOptions::next_tiles hands out: then those, in that order.
   // (A ProductWriter also takes tiles of a neighbour's panel that this rank computed, numbered
   // from this panel's first tile: partition/row_sharing.hpp.)
+  // Backends call it on the thread that runs their numeric phase, so that an MPI-IO file never
+  // needs more of MPI than that thread has (the cpu backend's team computes the next chunk beside
+  // it: kernels/cpu/numeric.cpp).
   virtual void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) = 0;
-  // Whether write() must be called on the thread that runs the backend's numeric phase (an MPI-IO
-  // file where MPI granted less than MPI_THREAD_SERIALIZED); otherwise a backend may write from
-  // a helper thread of its own, beside the compute, one call at a time.
-  virtual bool writes_on_calling_thread() const { return false; }
 };
 
 }  // namespace blockmm

@@ -64,7 +64,6 @@ class BinaryProductWriter final : public ProductWriter {
   }
 
   std::int64_t bytes_written() const override { return written_; }
-  bool writes_on_calling_thread() const override { return file_ != nullptr && file_->calling_thread_only(); }
 
  private:
   const comm::Communicator& comm_;

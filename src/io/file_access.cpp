@@ -102,8 +102,7 @@ class MpiReader final : public FileReader {
 
 class MpiWriter final : public FileWriter {
  public:
-  MpiWriter(const std::string& path, const std::string& shown, bool calling_thread_only)
-      : shown_(shown), calling_thread_only_(calling_thread_only) {
+  MpiWriter(const std::string& path, const std::string& shown) : shown_(shown) {
     BLOCKMM_MPI_CHECK_AS(MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file_),
                          ExitCode::output_failure, shown + ": cannot open the temporary file " + path + " with MPI-IO");
     struct stat st {};
@@ -136,13 +135,10 @@ class MpiWriter final : public FileWriter {
     if (!refused_.empty()) throw OutputError(refused_);
   }
 
-  bool calling_thread_only() const override { return calling_thread_only_; }
-
  private:
   std::string shown_;
   MPI_File file_ = MPI_FILE_NULL;
   bool device_ = false;
-  bool calling_thread_only_ = false;
   std::string refused_;
 };
 
@@ -180,7 +176,7 @@ std::unique_ptr<FileReader> open_reader(const std::string& path, const comm::Com
 
 std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::string& shown_name,
                                         const comm::Communicator& comm) {
-  if (use_mpi_io(comm)) return std::make_unique<MpiWriter>(path, shown_name, !comm.helper_threads_may_call_mpi());
+  if (use_mpi_io(comm)) return std::make_unique<MpiWriter>(path, shown_name);
   return std::make_unique<PosixWriter>(path, shown_name);
 }
 
@@ -225,7 +221,7 @@ std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const
     // collective, so every rank opens whatever it found; a rank that found another file never
     // writes, and its error reaches the others at the phase's end.
     const bool before = names_file(path, inode);
-    auto writer = std::make_unique<MpiWriter>(path, shown_name, !comm.helper_threads_may_call_mpi());
+    auto writer = std::make_unique<MpiWriter>(path, shown_name);
     if (!before || !names_file(path, inode)) writer->refuse(replaced_text(path, shown_name));
     return writer;
   }

@@ -24,9 +24,6 @@ class FileWriter {
   virtual void write_at(std::int64_t offset, const void* source, std::int64_t bytes) = 0;
   // Collective: flush to stable storage and close.
   virtual void sync_and_close() = 0;
-  // Whether write_at must come from the thread that opened the writer (MPI-IO without
-  // MPI_THREAD_SERIALIZED: Communicator::helper_threads_may_call_mpi()).
-  virtual bool calling_thread_only() const { return false; }
 };
 
 // Collective under MPI (every rank opens). Errors are InputError (reader) / OutputError (writer).

@@ -97,7 +97,6 @@ class Hdf5ProductWriter final : public ProductWriter {
   }
 
   std::int64_t bytes_written() const override { return written_; }
-  bool writes_on_calling_thread() const override { return file_ != nullptr && file_->calling_thread_only(); }
 
  private:
   // The panels must tile [0, p) in rank order, and this rank's pattern must be a CSR of its

@@ -10,9 +10,7 @@ namespace {
 
 class MemorySink final : public RecordSink {
  public:
-  MemorySink(OutputRecords& out, std::set<std::thread::id>& threads, bool calling_thread_only)
-      : out_(out), threads_(threads), calling_thread_only_(calling_thread_only) {}
-  bool writes_on_calling_thread() const override { return calling_thread_only_; }
+  MemorySink(OutputRecords& out, std::set<std::thread::id>& threads) : out_(out), threads_(threads) {}
   void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
     threads_.insert(std::this_thread::get_id());
     const std::int64_t stride = out_.stride();
@@ -24,13 +22,12 @@ class MemorySink final : public RecordSink {
  private:
   OutputRecords& out_;
   std::set<std::thread::id>& threads_;  // calls are serialised (RecordSink), so no lock
-  bool calling_thread_only_;
 };
 
 }  // namespace
 
 ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::BackendKind kind, std::int64_t chunk_bytes,
-                    std::int64_t device_budget, const kernels::CudaChoices& cuda, bool sink_on_calling_thread) {
+                    std::int64_t device_budget, const kernels::CudaChoices& cuda) {
   const std::int32_t p = a.shape.block_rows();
   auto dup = [](std::int32_t i, std::int32_t j) {
     return "duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")";
@@ -48,7 +45,7 @@ ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::Backe
   const auto pattern = backend->symbolic(*am, *bm);
   run.layout = pattern->layout();
   run.output.shape = a.shape;
-  MemorySink sink(run.output, run.writer_threads, sink_on_calling_thread);
+  MemorySink sink(run.output, run.writer_threads);
   kernels::NumericOptions options;
   options.chunk_bytes = chunk_bytes;
   options.device_memory_budget = device_budget;

@@ -21,11 +21,9 @@ struct ProductRun {
 
 // C = A x B on one rank with `kind`; chunk_bytes small values force many chunks.
 // `cuda` pins the choices the cuda backend would otherwise make (dense path, encoding, build).
-// `sink_on_calling_thread`: the sink says it must be written from the calling thread (as an MPI-IO
-// file does where MPI did not grant MPI_THREAD_SERIALIZED).
 ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::BackendKind kind,
                     std::int64_t chunk_bytes = std::int64_t{256} << 20, std::int64_t device_budget = 0,
-                    const kernels::CudaChoices& cuda = {}, bool sink_on_calling_thread = false);
+                    const kernels::CudaChoices& cuda = {});
 
 // True if records are sorted by (i, j) with no repeats.
 bool sorted_unique(const OutputRecords& records);

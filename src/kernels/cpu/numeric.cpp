@@ -5,13 +5,14 @@
 // holds no memory beyond the chunk buffers: tiles are processed in chunks of at most
 // --chunk-size (and at most an eighth of the output, 2 to 32 MiB), and chunk c is computed while
 // chunk c-1 is written. Rows longer than a thread's share of a chunk are split into column ranges (pieces)
-// that run in parallel.
+// that run in parallel. The calling thread writes chunk c-1 at the start of chunk c's parallel
+// region and then joins the compute: a writer thread of its own competed with the team's spinning
+// threads for the cores (bench/NOTES.md item 18).
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <future>
 #include <vector>
 
 #include "core/error.hpp"
@@ -135,7 +136,27 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   NumericReport report;
   report.device = "host (" + std::to_string(threads) + " OpenMP threads, " + cpu::to_string(level) + " kernels)";
   LargeVector<std::byte> buffers[2];
-  std::future<double> pending_write;  // the previous chunk's write, running beside compute
+  // The previous chunk, written by the calling thread while the team computes the next one.
+  struct PendingWrite {
+    std::int64_t first_tile = 0, tiles = 0;
+    const std::byte* records = nullptr;
+  };
+  PendingWrite pending;
+  std::exception_ptr write_failure;
+  const auto write_pending = [&] {
+    if (pending.records == nullptr) return;
+    const auto start = Clock::now();
+    try {
+      sink.write(pending.first_tile, pending.tiles, pending.records);
+    } catch (...) {
+      write_failure = std::current_exception();
+    }
+    pending.records = nullptr;
+    report.sink_seconds += seconds_since(start);
+  };
+  // Per thread, the span of its pieces in the current chunk (the writer's counted from the end
+  // of its write): the longest is the chunk's compute time.
+  std::vector<double> busy(static_cast<std::size_t>(threads));
   std::vector<RowScratch> scratch(static_cast<std::size_t>(threads));
   for (RowScratch& s : scratch) {
     s.slot.assign(static_cast<std::size_t>(p), -1);
@@ -172,18 +193,22 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
     const std::int64_t count = t1 - t0;
     split_into_pieces(pattern, t0, t1, piece_tiles, pieces);
 
-    // Chunk c fills one buffer while chunk c-1's write (waited for below) drains the other.
+    // Chunk c fills one buffer while the calling thread writes chunk c-1 from the other.
     LargeVector<std::byte>& buffer = buffers[report.chunks % 2];
     buffer.resize(static_cast<std::size_t>(count * stride));
 
-    const auto start = Clock::now();
     std::exception_ptr failure;
     const std::int64_t piece_count = static_cast<std::int64_t>(pieces.size());
+    std::fill(busy.begin(), busy.end(), 0.0);
 #pragma omp parallel if (count >= 256 && piece_count > 1)
     {
-      RowScratch& mine = scratch[omp_get_thread_num()];
+#pragma omp master
+      write_pending();
+      const int me = omp_get_thread_num();
+      RowScratch& mine = scratch[static_cast<std::size_t>(me)];
+      const auto start = Clock::now();
 // One piece at a time: a piece is a row or a large part of one, and a small chunk has few.
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
       for (std::int64_t q = 0; q < piece_count; ++q) {
         try {
           const RowPiece& piece = pieces[static_cast<std::size_t>(q)];
@@ -195,28 +220,18 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
           failure = std::current_exception();
         }
       }
+      busy[static_cast<std::size_t>(me)] = seconds_since(start);
     }
-    report.compute_seconds += seconds_since(start);
-    if (failure) {
-      if (pending_write.valid()) pending_write.wait();
-      std::rethrow_exception(failure);
-    }
-
-    if (pending_write.valid()) report.sink_seconds += pending_write.get();
-    const auto write_chunk = [&sink, &buffer, t0, count] {
-      const auto write_start = Clock::now();
-      sink.write(t0, count, buffer.data());
-      return seconds_since(write_start);
-    };
-    if (sink.writes_on_calling_thread())
-      report.sink_seconds += write_chunk();
-    else
-      pending_write = std::async(std::launch::async, write_chunk);
+    report.compute_seconds += *std::max_element(busy.begin(), busy.end());
+    if (write_failure) std::rethrow_exception(write_failure);
+    if (failure) std::rethrow_exception(failure);
+    pending = {t0, count, buffer.data()};
     ++report.chunks;
     done += count;
     if (options.progress) options.progress(done);
   }
-  if (pending_write.valid()) report.sink_seconds += pending_write.get();
+  write_pending();
+  if (write_failure) std::rethrow_exception(write_failure);
   return report;
 }
 
