@@ -261,7 +261,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
     mine.build = clock.lap() - whole.read_upload_seconds;
   } else {
     dist = partition::distribute(*a_input, *b_input, comm,
-                                 backend->computes_handed_out_tiles() ? shared_row_fraction(comm.size(), shape.m) : 0.0);
+                                 backend->computes_handed_out_tiles() ? row_sharing(comm.size(), shape.m, stats.threads)
+                                                                      : partition::RowSharing{});
     mine.read += dist.read_seconds;
     mine.exchange = dist.exchange_seconds;
     mine.build = dist.build_seconds;

@@ -18,7 +18,6 @@ class ShiftedSink final : public RecordSink {
   void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
     to_.write(first_tile + shift_, count, records);
   }
-  bool writes_on_calling_thread() const override { return to_.writes_on_calling_thread(); }
 
  private:
   RecordSink& to_;
@@ -44,9 +43,13 @@ std::string share_rows_setting() {
 
 }  // namespace
 
-double shared_row_fraction(int ranks, std::int32_t m) {
-  if (ranks < 2 || m < 4 || share_rows_setting() == "0") return 0;
-  return 0.125;
+partition::RowSharing row_sharing(int ranks, std::int32_t m, int threads_per_rank) {
+  if (ranks < 2 || m < 4 || share_rows_setting() == "0") return {};
+  // Asked for by name (=1, or =give as the tests do): shared whatever the work.
+  if (!share_rows_setting().empty()) return {0.125, 0};
+  const std::int64_t macs_per_product = std::int64_t{m} * m * m;
+  const std::int64_t min_macs = (std::int64_t{1} << 28) * std::max(1, threads_per_rank);
+  return {0.125, (min_macs + macs_per_product - 1) / macs_per_product};
 }
 
 bool give_shared_rows_first() { return share_rows_setting() == "give"; }

@@ -15,11 +15,15 @@
 
 namespace blockmm::driver {
 
-// How much of each panel's work is shared at either end: about an eighth, which absorbs ranks
-// up to about 1.25x apart in speed; its cost is the neighbours' regions built and their symbolic
-// phase run twice, which repays only where block products are the work: m >= 4 (bench/NOTES.md
-// item 14). 0 (no sharing) for one rank, m < 4, or BLOCKMM_SHARE_ROWS=0.
-double shared_row_fraction(int ranks, std::int32_t m);
+// How much of each panel's work is shared at either end, and from how much work on: about an
+// eighth, which absorbs ranks up to about 1.25x apart in speed; its cost is the neighbours'
+// regions built and their symbolic phase run twice, which repays only where block products are
+// the work: m >= 4 (bench/NOTES.md item 14), and a few milliseconds of collectives and counters,
+// which repay only where a rank computes for 25 ms or more: 2^28 multiply-adds a thread at
+// about 10 GMAC/s a core (item 18: S1 on 2 x 8 cores spent 4-10 ms around 1.5 ms of compute).
+// No sharing for one rank, m < 4, or BLOCKMM_SHARE_ROWS=0; any other value of it (1, give)
+// shares whatever the work.
+partition::RowSharing row_sharing(int ranks, std::int32_t m, int threads_per_rank);
 
 // BLOCKMM_SHARE_ROWS=give: each rank claims its neighbours' regions before its own panel, so
 // that a neighbour computes most shared tiles (tests use it to cover that path).

@@ -39,7 +39,7 @@ InputRecords row_slice(const GroupedRecords& grouped, std::int32_t row_begin, st
 // (for the work estimate), then takes its A rows and the B rows it needs from the files itself,
 // in one scan of each. Nothing but per-row counts crosses between ranks.
 Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                                    Distribution d, double shared_fraction) {
+                                    Distribution d, RowSharing sharing) {
   const std::int32_t p = a_file.header().shape().block_rows();
   d.method = DistributionMethod::rows_scanned;
   Lap lap;
@@ -60,7 +60,7 @@ Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file
     const std::vector<std::int64_t> b_counts = global_row_counts(b_keys, p, comm);
     const std::vector<std::int64_t> work = global_row_work(a_keys, b_counts, comm);
     d.bounds = balanced_ranges(work, comm.size());
-    d.shared = shared_regions(work, d.bounds, shared_fraction);
+    d.shared = shared_regions(work, d.bounds, sharing);
     a_keys = {};
     b_keys = {};
     const int r = comm.rank();
@@ -124,7 +124,7 @@ DuplicateMessage duplicate_message(const io::InputFile& file) {
 }
 
 Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                        double shared_fraction) {
+                        RowSharing sharing) {
   const MatrixShape shape = a_file.header().shape();
   const std::int32_t p = shape.block_rows();
   Distribution d;
@@ -138,7 +138,7 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
   }
 
   if (comm.nodes() == 1 && a_file.readable_by_every_rank() && b_file.readable_by_every_rank())
-    return distribute_within_node(a_file, b_file, comm, std::move(d), shared_fraction);
+    return distribute_within_node(a_file, b_file, comm, std::move(d), sharing);
 
   // Across nodes: each rank reads its share of both files, the records travel to the owner of
   // their block-row as bytes, and each rank fetches the B rows its panel needs from their owners.

@@ -57,10 +57,10 @@ struct Distribution {
 DuplicateMessage duplicate_message(const io::InputFile& file);
 
 // Collective. Duplicate blocks anywhere in A or B are reported (InputError naming the file and
-// records) by the time every rank has built its operands from the result. `shared_fraction` > 0
-// asks for rows shared with the neighbours (about that fraction of a rank's work at each end of
-// its panel); they are shared only where every rank is on one node.
+// records) by the time every rank has built its operands from the result. `sharing` asks for rows
+// shared with the neighbours (row_sharing.hpp: about a fraction of a rank's work at each end of
+// its panel, where there is enough work); they are shared only where every rank is on one node.
 Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                        double shared_fraction = 0);
+                        RowSharing sharing = {});
 
 }  // namespace blockmm::partition

@@ -6,11 +6,14 @@
 namespace blockmm::partition {
 
 SharedRegions shared_regions(const std::vector<std::int64_t>& work, const std::vector<std::int32_t>& bounds,
-                             double fraction) {
+                             RowSharing sharing) {
   SharedRegions regions;
   const int parts = static_cast<int>(bounds.size()) - 1;
-  if (parts < 2 || !(fraction > 0)) return regions;
-  fraction = std::min(fraction, 0.5);
+  if (parts < 2 || !(sharing.fraction > 0)) return regions;
+  std::int64_t all_work = 0;
+  for (const std::int64_t w : work) all_work += w;
+  if (all_work / parts < sharing.min_part_work) return regions;
+  const double fraction = std::min(sharing.fraction, 0.5);
   regions.head_end.resize(static_cast<std::size_t>(parts));
   regions.tail_begin.resize(static_cast<std::size_t>(parts));
   for (int r = 0; r < parts; ++r) {

@@ -23,11 +23,21 @@ struct SharedRegions {
   bool empty() const { return head_end.empty(); }
 };
 
-// Regions of about `fraction` of each rank's work (its block-rows' `work`, as the bounds were
-// balanced on) at either end, never crossing each other; empty (no sharing) when fraction <= 0
-// or there is one part.
+// What a run asks of sharing: about `fraction` of each rank's work at either end of its panel,
+// where the ranks' average work (block products) reaches `min_part_work`. Sharing costs a few
+// milliseconds whatever the work (node-shared counters, collectives, the neighbours' regions
+// built and their symbolic phase run twice), so it pays only where the compute is long enough
+// for a 1.25x imbalance to cost more (driver/shared_rows.hpp sets both).
+struct RowSharing {
+  double fraction = 0;
+  std::int64_t min_part_work = 0;
+};
+
+// Regions of about `sharing.fraction` of each rank's work (its block-rows' `work`, as the bounds
+// were balanced on) at either end, never crossing each other; empty (no sharing) when the
+// fraction is <= 0, there is one part, or the parts' average work is below min_part_work.
 SharedRegions shared_regions(const std::vector<std::int64_t>& work, const std::vector<std::int32_t>& bounds,
-                             double fraction);
+                             RowSharing sharing);
 
 // Tiles a granule of a region holds: a quarter of the region (so about 1/32 of a panel's work
 // at the default fraction), at most `max_tiles` (the chunk limit). Each granule is a chunk of

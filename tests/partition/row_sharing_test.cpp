@@ -28,7 +28,7 @@ TEST(SharedRegions, EachPanelSharesAboutTheFractionAtItsInnerEnds) {
     std::vector<std::int64_t> work(static_cast<std::size_t>(rows));
     for (auto& w : work) w = rng() % 4 == 0 ? 0 : static_cast<std::int64_t>(rng() % 1000);
     const std::vector<std::int32_t> bounds = balanced_ranges(work, parts);
-    const SharedRegions regions = shared_regions(work, bounds, 0.125);
+    const SharedRegions regions = shared_regions(work, bounds, {0.125, 0});
     ASSERT_EQ(regions.head_end.size(), static_cast<std::size_t>(parts));
     for (int r = 0; r < parts; ++r) {
       SCOPED_TRACE("trial " + std::to_string(trial) + " part " + std::to_string(r));
@@ -57,13 +57,17 @@ TEST(SharedRegions, EachPanelSharesAboutTheFractionAtItsInnerEnds) {
   }
 }
 
-TEST(SharedRegions, NoneForOnePartOrNoFraction) {
+TEST(SharedRegions, NoneForOnePartNoFractionOrTooLittleWork) {
   const std::vector<std::int64_t> work(100, 3);
-  EXPECT_TRUE(shared_regions(work, {0, 100}, 0.125).empty());
-  EXPECT_TRUE(shared_regions(work, {0, 50, 100}, 0).empty());
-  EXPECT_FALSE(shared_regions(work, {0, 50, 100}, 0.125).empty());
+  EXPECT_TRUE(shared_regions(work, {0, 100}, {0.125, 0}).empty());
+  EXPECT_TRUE(shared_regions(work, {0, 50, 100}, {0, 0}).empty());
+  EXPECT_FALSE(shared_regions(work, {0, 50, 100}, {0.125, 0}).empty());
+  // 300 block products over two parts: 150 each on average, shared from 150 on, not from 151.
+  EXPECT_FALSE(shared_regions(work, {0, 50, 100}, {0.125, 150}).empty());
+  EXPECT_TRUE(shared_regions(work, {0, 50, 100}, {0.125, 151}).empty());
+  EXPECT_TRUE(shared_regions(work, {0, 10, 100}, {0.125, 151}).empty());  // unequal parts: the average
   // Empty panels (more parts than rows) share nothing and stay in order.
-  const SharedRegions tiny = shared_regions({5}, {0, 0, 1, 1}, 0.125);
+  const SharedRegions tiny = shared_regions({5}, {0, 0, 1, 1}, {0.125, 0});
   for (int r = 0; r < 3; ++r) EXPECT_LE(tiny.head_end[r], tiny.tail_begin[r]);
 }
 
