@@ -3,12 +3,15 @@
 # cpu process on 2 and 3 ranks (binary and HDF5 out), 0 input bytes through MPI, the host
 # distribution where the device build is off and across simulated nodes, and a duplicate block
 # reported as one process reports it. Skips (77) without a GPU.
-set -euo pipefail
+set -Eeuo pipefail
 build=${BLOCKMM_BUILD_DIR:?}
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "SKIP: no NVIDIA GPU visible"; exit 77
 fi
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+# Which step failed, and with what (it failed twice in about 25 runs, both times on a freshly
+# started machine with other GPU tests beside it, and the logs kept only the exit).
+trap 'rc=$?; echo "FAIL: line $LINENO: $BASH_COMMAND exited $rc"; tail -5 "$work"/*.json 2>/dev/null; exit $rc' ERR
 mpi=("${MPIEXEC:-mpiexec}" --oversubscribe --bind-to none)
 "$build/blockmm-gen" "$work/A.bin" --n 6000 --m 4 --density 0.04 --max-value 65535 --seed 21 --skew 1.0 -q
 "$build/blockmm-gen" "$work/B.bin" --n 6000 --m 4 --density 0.04 --max-value 65535 --seed 22 -q
@@ -50,6 +53,7 @@ last = 12 + (k - 1) * stride
 data[last:last + 8] = data[12:20]  # the last record takes the first one's (i, j)
 open(sys.argv[2], "wb").write(data)
 PY
+trap - ERR  # the two runs below are meant to fail
 set +e
 "$build/blockmm" --backend cpu -q "$work/dup.bin" "$work/B.bin" "$work/dup_cpu.bin" 2> "$work/dup_cpu.err"
 cpu_rc=$?
