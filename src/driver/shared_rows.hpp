@@ -18,9 +18,10 @@ namespace blockmm::driver {
 // How much of each panel's work is shared at either end, and from how much work on: about an
 // eighth, which absorbs ranks up to about 1.25x apart in speed; its cost is the neighbours'
 // regions built and their symbolic phase run twice, which repays only where block products are
-// the work: m >= 4 (bench/NOTES.md item 14), and a few milliseconds of collectives and counters,
-// which repay only where a rank computes for 25 ms or more: 2^28 multiply-adds a thread at
-// about 10 GMAC/s a core (item 18: S1 on 2 x 8 cores spent 4-10 ms around 1.5 ms of compute).
+// the work: m >= 4 (bench/NOTES.md item 14), and collectives, node-shared counters and three
+// numeric calls, which repay only where a rank computes long enough for an imbalance to cost
+// more: from 2^28 multiply-adds a thread, about 25 ms at 10 GMAC/s a core (item 18: on 2 x 8
+// cores sharing cost S1 and S2 0.2-0.3 ms, 12 %, and gave C4 and C8 nothing measurable).
 // No sharing for one rank, m < 4, or BLOCKMM_SHARE_ROWS=0; any other value of it (1, give)
 // shares whatever the work.
 partition::RowSharing row_sharing(int ranks, std::int32_t m, int threads_per_rank);
