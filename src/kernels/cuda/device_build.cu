@@ -8,6 +8,7 @@
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
+#include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -163,7 +164,14 @@ void upload_records(RecordSource& records, std::byte* dest, const BuildContext& 
     }
   };
   std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
+  // A reader checks its pieces' indices on its own thread: the check's OpenMP loop would otherwise
+  // start a team of all the cores in each of the 15 new readers, which cost E1 and E2 10-13 ms an
+  // operand (bench/NOTES.md item 18). (Reader 0 is this thread, whose team exists already.)
+  for (int w = 1; w < workers; ++w)
+    threads.emplace_back([&work, w] {
+      omp_set_num_threads(1);
+      work(w);
+    });
   work(0);
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
