@@ -351,14 +351,14 @@ __global__ void expand_light_rows(SymbolicOperands ops, const std::int32_t* rows
   }
 }
 
-// Unique keys of a light batch (sentinel excluded): the columns, in row order, at cols; and
-// each row's tile count from where the rows start (row_starts over the same keys).
+// Unique keys of a light batch (sentinel excluded): their columns, in row order, at cols.
 __global__ void light_columns(const u64* unique_keys, std::int64_t count, int col_bits, std::int32_t* cols) {
   const u64 col_mask = (u64{1} << col_bits) - 1;
   for (std::int64_t u = global_thread(); u < count; u += grid_threads())
     cols[u] = static_cast<std::int32_t>(unique_keys[u] & col_mask);
 }
 
+// Each light row's tile count, from where the batch's rows start in its unique keys (row_starts).
 __global__ void light_row_tiles(const std::int64_t* starts, std::int32_t batch_rows, const std::int32_t* rows,
                                 std::int64_t* row_tiles) {
   for (std::int64_t i = global_thread(); i < batch_rows; i += grid_threads()) row_tiles[rows[i]] = starts[i + 1] - starts[i];

@@ -277,18 +277,29 @@ DeviceArray<std::int32_t> concatenate(std::vector<DeviceArray<std::int32_t>> par
   return all;
 }
 
+// Where each of a class's rows starts when their entries of `per_row` lie one after another:
+// offsets[i] = the sum over the class's rows before row i, offsets[count] the total.
+DeviceArray<std::int64_t> class_offsets(const std::int64_t* per_row, const RowClass& rows, CubScratch& scratch,
+                                        cudaStream_t stream) {
+  DeviceArray<std::int64_t> offsets(static_cast<std::size_t>(rows.count) + 1);
+  DeviceArray<std::int64_t> gathered(static_cast<std::size_t>(rows.count));
+  if (rows.count > 0) {
+    gather_rows<<<grid_for(rows.count), 256, 0, stream>>>(per_row, rows.rows.get(), rows.count, gathered.get());
+    BLOCKMM_CUDA_CHECK(cudaGetLastError());
+  }
+  exclusive_pointers(gathered.get(), rows.count, offsets.get(), scratch, stream);
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // `gathered` goes when this returns
+  return offsets;
+}
+
 // Moves one class's columns (its rows' columns one after another, in row order) into the
 // pattern at the row pointers.
 void place_class(const std::int64_t* row_ptr, const RowClass& rows, const std::int64_t* tiles, const std::int32_t* from,
                  std::int32_t* cols, CubScratch& scratch, cudaStream_t stream) {
-  DeviceArray<std::int64_t> row_tiles(static_cast<std::size_t>(rows.count));
-  DeviceArray<std::int64_t> source(static_cast<std::size_t>(rows.count) + 1);
-  gather_rows<<<grid_for(rows.count), 256, 0, stream>>>(tiles, rows.rows.get(), rows.count, row_tiles.get());
-  BLOCKMM_CUDA_CHECK(cudaGetLastError());
-  exclusive_pointers(row_tiles.get(), rows.count, source.get(), scratch, stream);
+  const DeviceArray<std::int64_t> source = class_offsets(tiles, rows, scratch, stream);
   place_rows<<<grid_for(rows.count * 32), 256, 0, stream>>>(row_ptr, rows.rows.get(), rows.count, source.get(), from, cols);
   BLOCKMM_CUDA_CHECK(cudaGetLastError());
-  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // row_tiles and source go when this returns
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // source goes when this returns
 }
 
 }  // namespace
@@ -543,14 +554,7 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
   if (light.count > 0) {
     const std::int64_t cap = std::max<std::int64_t>(1, batch_bytes / 16);
     // first[i]: the products of the light rows before light row i (where its keys go).
-    DeviceArray<std::int64_t> first(static_cast<std::size_t>(light.count) + 1);
-    {
-      DeviceArray<std::int64_t> light_products(static_cast<std::size_t>(light.count));
-      gather_rows<<<grid_for(light.count), 256, 0, stream>>>(products.get(), light.rows.get(), light.count,
-                                                              light_products.get());
-      BLOCKMM_CUDA_CHECK(cudaGetLastError());
-      exclusive_pointers(light_products.get(), light.count, first.get(), scratch, stream);
-    }
+    const DeviceArray<std::int64_t> first = class_offsets(products.get(), light, scratch, stream);
     // Batch b is light rows [cut[b], cut[b + 1]), its keys first[cut[b]] .. first[cut[b + 1]]:
     // one batch when every product fits, else cut on the host from the offsets.
     std::vector<std::int64_t> cut{0}, cut_first{0};
