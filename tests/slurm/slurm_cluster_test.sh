@@ -158,11 +158,20 @@ wait_until() {
 }
 
 # Two adjacent TCP ports nobody listens on (bash's /dev/tcp: a refused connection means
-# free), so that several test runs, or a site's own Slurm, never collide.
+# free), so that several test runs, or a site's own Slurm, never collide; and outside the
+# kernel's range for outgoing connections' local ports, which the MPI tests running beside this
+# one take by the hundred (slurmctld once failed to bind a port that one of them held).
 pick_ports() {
-  local port try
+  local port try low=32768 high=60999 first count
+  read -r low high < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  if ((low >= 12000)); then
+    first=10000 count=$(((low - 10000) / 2))  # below the range
+  else
+    first=$((high + 1)) count=$(((65534 - high) / 2))  # above it
+  fi
+  ((count > 0)) || fail "no TCP ports outside the local port range $low-$high"
   for ((try = 0; try < 100; try++)); do
-    port=$((20000 + 2 * (RANDOM % 15000)))
+    port=$((first + 2 * (RANDOM % count)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$((port + 1))") 2>/dev/null; then
       ctld_port=$port
       slurmd_port=$((port + 1))
