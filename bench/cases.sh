@@ -22,13 +22,14 @@ C8 8192 8 200000
 C4 16384 4 400000
 "
 
-# make_case DIR NAME N M K THREADS: writes DIR/NAME.A.bin and DIR/NAME.B.bin once.
+# make_case DIR NAME N M K [THREADS [MAX_VALUE]]: writes DIR/NAME.A.bin and DIR/NAME.B.bin once
+# (values uniform in [0, MAX_VALUE], default 1023: keep other values in a DIR of their own).
 make_case() {
-  local dir=$1 name=$2 n=$3 m=$4 k=$5 threads=${6:-0}
+  local dir=$1 name=$2 n=$3 m=$4 k=$5 threads=${6:-0} max=${7:-1023}
   local t=()
   [ "$threads" -gt 0 ] && t=(--threads "$threads")
-  [ -f "$dir/$name.A.bin" ] || "$BLOCKMM_BUILD/blockmm-gen" "$dir/$name.A.bin" --n "$n" --m "$m" --k "$k" --max-value 1023 --seed 1 -q "${t[@]}"
-  [ -f "$dir/$name.B.bin" ] || "$BLOCKMM_BUILD/blockmm-gen" "$dir/$name.B.bin" --n "$n" --m "$m" --k "$k" --max-value 1023 --seed 2 -q "${t[@]}"
+  [ -f "$dir/$name.A.bin" ] || "$BLOCKMM_BUILD/blockmm-gen" "$dir/$name.A.bin" --n "$n" --m "$m" --k "$k" --max-value "$max" --seed 1 -q "${t[@]}"
+  [ -f "$dir/$name.B.bin" ] || "$BLOCKMM_BUILD/blockmm-gen" "$dir/$name.B.bin" --n "$n" --m "$m" --k "$k" --max-value "$max" --seed 2 -q "${t[@]}"
 }
 
 # Cases whose B is not a blockmm-gen matrix, as "name n m kA shape" lines. bench/run writes A

@@ -9,12 +9,16 @@
 # Environment: BUILD (blockmm, blockmm-gen, blockmm-cmp and dbcsr_anchor; default build-cpu),
 # DBCSR (the anchor, default $BUILD/dbcsr_anchor), DBCSR_LIBS (a folder put first on its
 # LD_LIBRARY_PATH), DATA (inputs, made once with bench/cases.sh's make_case), OLD (a blockmm),
-# OPENBLAS_CORETYPE (default SkylakeX where the CPU has AVX-512, else Haswell: bench/NOTES.md 7).
+# OPENBLAS_CORETYPE (default SkylakeX where the CPU has AVX-512, else Haswell: bench/NOTES.md 7),
+# MAX_VALUE (the inputs' values are uniform in [0, MAX_VALUE]: default 1023, the cases' own; other
+# values go to DATA/max<MAX_VALUE>. 65535 makes every A block take the cpu kernels' two byte planes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-$PWD/build-cpu}
 dbcsr=${DBCSR:-$build/dbcsr_anchor}
 data=${DATA:-/tmp/blockmm-bench}
+max_value=${MAX_VALUE:-1023}
+[ "$max_value" = 1023 ] || data=$data/max$max_value
 rounds=${1:-3}
 layouts=${2:-"1x$(nproc) 2x$(($(nproc) / 2))"}
 shift 2 2> /dev/null || shift $#
@@ -28,7 +32,7 @@ mkdir -p "$data"
 for c in $cases; do
   line=$(printf '%s\n' $BLOCKMM_CASES $BLOCKMM_SMALL_CASES | paste - - - - | awk -v c="$c" '$1 == c' | head -1)
   [ -n "$line" ] || { echo "unknown case $c"; exit 2; }
-  make_case "$data" $line
+  make_case "$data" $line 0 "$max_value"
 done
 log=$(mktemp)
 out=/dev/shm/blockmm-dbcsr.$$.bin
@@ -54,7 +58,7 @@ dbcsr_run() {  # case ranks threads
   rm -f "$out"
 }
 
-echo "$(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores, OPENBLAS_CORETYPE=$core"
+echo "$(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores, OPENBLAS_CORETYPE=$core, values in [0, $max_value]"
 for c in $cases; do
   rm -f "$out.ref"
   for round in $(seq 1 "$rounds"); do

@@ -1,7 +1,8 @@
 // The cpu block kernels at every instruction-set level this CPU supports (the others are
 // skipped with a message), against an independent reference: 64-bit sums saturated once at
 // the end. Kernel level: every m from 1 to 64, several B blocks landing on one tile, initial
-// accumulators near 2^32 - 1, accumulators spaced apart as in the output records. Whole
+// accumulators near 2^32 - 1, accumulators spaced apart as in the output records, A blocks
+// at and just over the one-plane form's limit (byte_planes.hpp) against the largest B. Whole
 // numeric phase: random matrices (odd m up to 64, many tiny chunks so that rows are split
 // into pieces) against the reference backend.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/block_kernels.hpp"
+#include "kernels/cpu/byte_planes.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cpu/numeric_level.hpp"
 #include "operands/host_build.hpp"
@@ -34,33 +36,41 @@ class EveryLevel : public ::testing::TestWithParam<SimdLevel> {
   }
 };
 
-enum class Values { uniform, sparse, all_max, small };
+// at_limit / over_limit: uniform in [0, L] with one value L, where L is the one-plane limit for
+// the block size (byte_planes.hpp) or one more; limit_all: every value L.
+enum class Values { uniform, sparse, all_max, small, at_limit, over_limit, limit_all };
 
-std::vector<std::uint16_t> random_values(std::size_t count, Values kind, std::mt19937_64& rng) {
+std::vector<std::uint16_t> random_values(std::size_t count, Values kind, std::int32_t m, std::mt19937_64& rng) {
   std::vector<std::uint16_t> v(count);
-  std::uniform_int_distribution<std::uint32_t> any(0, 65535), small(0, 3), coin(0, 3);
+  const std::uint32_t limit = kernels::cpu::planes::one_plane_limit(m) + (kind == Values::over_limit ? 1 : 0);
+  std::uniform_int_distribution<std::uint32_t> any(0, 65535), small(0, 3), coin(0, 3), up_to_limit(0, limit);
   for (auto& x : v) {
     switch (kind) {
       case Values::uniform: x = static_cast<std::uint16_t>(any(rng)); break;
       case Values::sparse: x = coin(rng) == 0 ? static_cast<std::uint16_t>(any(rng)) : 0; break;
       case Values::all_max: x = 65535; break;
       case Values::small: x = static_cast<std::uint16_t>(small(rng)); break;
+      case Values::at_limit:
+      case Values::over_limit: x = static_cast<std::uint16_t>(up_to_limit(rng)); break;
+      case Values::limit_all: x = static_cast<std::uint16_t>(limit); break;
     }
   }
+  if ((kind == Values::at_limit || kind == Values::over_limit) && count > 0)
+    v[std::uniform_int_distribution<std::size_t>(0, count - 1)(rng)] = static_cast<std::uint16_t>(limit);
   return v;
 }
 
 // One kernel call: A x (count B blocks) into `tiles` accumulators, some B blocks on no tile,
 // several on the same tile; compared with the 64-bit reference.
-void check_kernel_once(SimdLevel level, std::int32_t m, Values kind, std::mt19937_64& rng) {
+void check_kernel_once(SimdLevel level, std::int32_t m, Values a_kind, Values b_kind, std::mt19937_64& rng) {
   const std::int64_t mm = std::int64_t{m} * m;
   const std::int64_t count = std::uniform_int_distribution<std::int64_t>(1, 6)(rng);
   const std::int32_t columns = 5, tiles = 3;
   std::vector<std::int32_t> slot = {-1, 0, 1, 2, 0};  // block-column -> tile (column 4 repeats tile 0)
   std::vector<std::int32_t> b_col(static_cast<std::size_t>(count));
   for (auto& c : b_col) c = std::uniform_int_distribution<std::int32_t>(0, columns - 1)(rng);
-  const std::vector<std::uint16_t> a = random_values(static_cast<std::size_t>(mm), kind, rng);
-  const std::vector<std::uint16_t> b = random_values(static_cast<std::size_t>(count * mm), kind, rng);
+  const std::vector<std::uint16_t> a = random_values(static_cast<std::size_t>(mm), a_kind, m, rng);
+  const std::vector<std::uint16_t> b = random_values(static_cast<std::size_t>(count * mm), b_kind, m, rng);
 
   // Initial accumulators: zero, random, or within one block product of 2^32 - 1. Some calls
   // space the accumulators apart (as the output records do: a 2-value header between tiles);
@@ -92,7 +102,8 @@ void check_kernel_once(SimdLevel level, std::int32_t m, Values kind, std::mt1993
   kernel({acc.data(), acc_stride, m, a.data(), b.data(), b_col.data(), count, slot.data(), scratch.data()});
   for (std::size_t q = 0; q < acc.size(); ++q) {
     const std::uint32_t expected = exact[q] > kMax ? kMax : static_cast<std::uint32_t>(exact[q]);
-    ASSERT_EQ(acc[q], expected) << "m=" << m << " value kind " << static_cast<int>(kind) << " index " << q;
+    ASSERT_EQ(acc[q], expected) << "m=" << m << " value kinds " << static_cast<int>(a_kind) << ", "
+                                << static_cast<int>(b_kind) << " index " << q;
   }
 }
 
@@ -102,8 +113,45 @@ TEST_P(EveryLevel, KernelMatchesReferenceForEveryBlockSize) {
     const int repeats = m <= 16 ? 6 : 2;
     for (int rep = 0; rep < repeats; ++rep)
       for (Values kind : {Values::uniform, Values::sparse, Values::all_max, Values::small})
-        check_kernel_once(GetParam(), m, kind, rng);
+        check_kernel_once(GetParam(), m, kind, kind, rng);
     if (HasFatalFailure()) return;
+  }
+}
+
+// A blocks narrow enough for one plane and just too wide for it, against uniform B and against
+// B at 65535 (the one-plane sums' largest: m L 65535 <= 2^32 - 1, which no lane may wrap).
+TEST_P(EveryLevel, KernelMatchesReferenceAtTheOnePlaneLimit) {
+  std::mt19937_64 rng(2121 + static_cast<int>(GetParam()));
+  for (std::int32_t m = 2; m <= 64; ++m) {
+    for (Values a_kind : {Values::at_limit, Values::over_limit, Values::limit_all})
+      for (Values b_kind : {Values::uniform, Values::all_max})
+        for (int rep = 0; rep < (m <= 16 ? 3 : 1); ++rep) check_kernel_once(GetParam(), m, a_kind, b_kind, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Which A blocks take one plane: every value at most one_plane_limit(m), which keeps the largest
+// corrected sum m L (2^16 - 1) within uint32 (and L within int16).
+TEST(BytePlanes, OnePlaneExactlyUpToTheLimit) {
+  namespace planes = kernels::cpu::planes;
+  EXPECT_EQ(planes::one_plane_limit(2), 32767u);
+  EXPECT_EQ(planes::one_plane_limit(8), 8192u);
+  EXPECT_EQ(planes::one_plane_limit(64), 1024u);
+  for (std::int32_t m = 2; m <= planes::kMaxBlock; ++m) {
+    const std::uint32_t limit = planes::one_plane_limit(m);
+    EXPECT_LE(static_cast<std::uint64_t>(m) * limit * 65535u, std::uint64_t{0xFFFFFFFFu}) << "m=" << m;
+    EXPECT_TRUE(limit == 32767u || static_cast<std::uint64_t>(m) * (limit + 1) * 65535u > 0xFFFFFFFFu) << "m=" << m;
+    std::vector<std::uint16_t> a(static_cast<std::size_t>(m * m), 1);
+    std::vector<std::uint32_t> words(static_cast<std::size_t>(planes::prepared_words(m)));
+    a.back() = static_cast<std::uint16_t>(limit);
+    const planes::PreparedA narrow = planes::prepare_a(a.data(), m, words.data());
+    EXPECT_TRUE(narrow.one_plane) << "m=" << m;
+    // The last row's last pair holds the whole value (in the high half when m is even).
+    const std::int32_t p_count = planes::pairs(m);
+    const std::uint32_t last_pair = narrow.lo[(m - 1) * p_count + p_count - 1];
+    EXPECT_EQ(m % 2 == 0 ? last_pair >> 16 : last_pair & 0xFFFFu, limit) << "m=" << m;
+    a.back() = static_cast<std::uint16_t>(limit + 1);
+    EXPECT_FALSE(planes::prepare_a(a.data(), m, words.data()).one_plane) << "m=" << m;
   }
 }
 

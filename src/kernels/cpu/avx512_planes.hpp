@@ -4,6 +4,8 @@
 // their instruction sets; the anonymous namespace keeps every instantiation private to its file.
 // Layouts: m = 4 holds a whole tile in one register, m = 8 two tile rows; other m run in strips
 // of 16 columns (the last one masked). m = 2, 3 use the AVX2 form (its registers fit them).
+// Each kernel runs the one-plane form for an A block narrow enough (byte_planes.hpp), the two
+// byte planes otherwise.
 #pragma once
 
 #include <immintrin.h>
@@ -40,6 +42,11 @@ struct Planes512 {
     const __m512i cur = _mm512_maskz_loadu_epi32(k, c);
     _mm512_mask_storeu_epi32(c, k, _mm512_add_epi32(cur, _mm512_min_epu32(t, _mm512_xor_si512(cur, ones))));
   }
+  // c[k lanes] = min(c + sum, 2^32 - 1) for the one-plane form's exact uint32 sums.
+  static void flush(std::uint32_t* c, __m512i sum, __mmask16 k) {
+    const __m512i cur = _mm512_maskz_loadu_epi32(k, c);
+    _mm512_mask_storeu_epi32(c, k, _mm512_add_epi32(cur, _mm512_min_epu32(sum, _mm512_xor_si512(cur, _mm512_set1_epi32(-1)))));
+  }
 
   static __m512i offset() { return _mm512_set1_epi16(static_cast<short>(0x8000)); }
 
@@ -69,11 +76,11 @@ struct Planes512 {
   }
 
   // Any m in [2, kMaxBlock]: strips of 16 columns, row by row.
-  static void block_row_strips(const BlockRowTask& task) {
+  template <bool OnePlane>
+  __attribute__((always_inline)) static void strip_products(const BlockRowTask& task, const PreparedA& a) {
     const int m = task.m;
     const int p_count = planes::pairs(m);
     const std::int64_t mm = std::int64_t{m} * m;
-    const PreparedA a = planes::prepare_a(task.a, m, reinterpret_cast<std::uint32_t*>(task.a_scratch));
     __m512i b_pairs[planes::pairs(planes::kMaxBlock)];
     const std::uint16_t* b = task.b_values;
     for (std::int64_t f = 0; f < task.count; ++f, b += mm) {
@@ -86,36 +93,39 @@ struct Planes512 {
         const __mmask16 k = static_cast<__mmask16>((1u << n) - 1);
         for (int p = 0; p < p_count; ++p) b_pairs[p] = b_pair16(b, m, p, col0, k);
         for (int r = 0; r < m; ++r) {
-          __m512i lo = _mm512_set1_epi32(a.correction_lo[r]);
-          __m512i hi = _mm512_set1_epi32(a.correction_hi[r]);
-          for (int p = 0; p < p_count; ++p) {
-            lo = madd_add(lo, _mm512_set1_epi32(static_cast<int>(a.lo[r * p_count + p])), b_pairs[p]);
-            hi = madd_add(hi, _mm512_set1_epi32(static_cast<int>(a.hi[r * p_count + p])), b_pairs[p]);
+          __m512i lo = _mm512_set1_epi32(static_cast<int>(a.correction_lo[r]));
+          if constexpr (OnePlane) {
+            for (int p = 0; p < p_count; ++p)
+              lo = madd_add(lo, _mm512_set1_epi32(static_cast<int>(a.lo[r * p_count + p])), b_pairs[p]);
+            flush(c + r * m + col0, lo, k);
+          } else {
+            __m512i hi = _mm512_set1_epi32(static_cast<int>(a.correction_hi[r]));
+            for (int p = 0; p < p_count; ++p) {
+              lo = madd_add(lo, _mm512_set1_epi32(static_cast<int>(a.lo[r * p_count + p])), b_pairs[p]);
+              hi = madd_add(hi, _mm512_set1_epi32(static_cast<int>(a.hi[r * p_count + p])), b_pairs[p]);
+            }
+            flush(c + r * m + col0, hi, lo, k);
           }
-          flush(c + r * m + col0, hi, lo, k);
         }
       }
     }
   }
+  static void block_row_strips(const BlockRowTask& task) {
+    const PreparedA a = planes::prepare_a(task.a, task.m, reinterpret_cast<std::uint32_t*>(task.a_scratch));
+    if (a.one_plane)
+      strip_products<true>(task, a);
+    else
+      strip_products<false>(task, a);
+  }
 
   // m = 8: a register is tile rows 2q (lanes 0-7) and 2q + 1 (lanes 8-15); B's pair p (8 columns)
   // in both halves, A's pair values broadcast half by half (prepared once per A block).
-  static void block_row_8(const BlockRowTask& task) {
+  struct PreparedA8 {
+    __m512i lo[4][4], hi[4][4], correction_lo[4], correction_hi[4];  // [row pair][pair]
+  };
+  template <bool OnePlane>
+  __attribute__((always_inline)) static void products_8(const BlockRowTask& task, const PreparedA8& a) {
     constexpr int m = 8, pairs = 4, row_pairs = 4;
-    alignas(64) std::uint32_t words[planes::prepared_words(m)];
-    const PreparedA a = planes::prepare_a(task.a, m, words);
-    __m512i a_lo[row_pairs][pairs], a_hi[row_pairs][pairs], correction_lo[row_pairs], correction_hi[row_pairs];
-    const auto halves = [](std::uint32_t low, std::uint32_t high) {
-      return _mm512_mask_set1_epi32(_mm512_set1_epi32(static_cast<int>(low)), 0xFF00, static_cast<int>(high));
-    };
-    for (int q = 0; q < row_pairs; ++q) {
-      for (int p = 0; p < pairs; ++p) {
-        a_lo[q][p] = halves(a.lo[2 * q * pairs + p], a.lo[(2 * q + 1) * pairs + p]);
-        a_hi[q][p] = halves(a.hi[2 * q * pairs + p], a.hi[(2 * q + 1) * pairs + p]);
-      }
-      correction_lo[q] = halves(static_cast<std::uint32_t>(a.correction_lo[2 * q]), static_cast<std::uint32_t>(a.correction_lo[2 * q + 1]));
-      correction_hi[q] = halves(static_cast<std::uint32_t>(a.correction_hi[2 * q]), static_cast<std::uint32_t>(a.correction_hi[2 * q + 1]));
-    }
     // Rows 2p and 2p + 1 of B are 16 contiguous values: lane c of the pair = (value c, value 8 + c).
     const __m256i interleave = _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
     const __m256i offset256 = _mm256_set1_epi16(static_cast<short>(0x8000));
@@ -131,34 +141,51 @@ struct Planes512 {
       }
       std::uint32_t* c = task.acc + slot * task.acc_stride;
       for (int q = 0; q < row_pairs; ++q) {
-        __m512i lo = correction_lo[q], hi = correction_hi[q];
-        for (int p = 0; p < pairs; ++p) {
-          lo = madd_add(lo, a_lo[q][p], b_pairs[p]);
-          hi = madd_add(hi, a_hi[q][p], b_pairs[p]);
+        __m512i lo = a.correction_lo[q];
+        if constexpr (OnePlane) {
+          for (int p = 0; p < pairs; ++p) lo = madd_add(lo, a.lo[q][p], b_pairs[p]);
+          flush(c + 16 * q, lo, 0xFFFF);
+        } else {
+          __m512i hi = a.correction_hi[q];
+          for (int p = 0; p < pairs; ++p) {
+            lo = madd_add(lo, a.lo[q][p], b_pairs[p]);
+            hi = madd_add(hi, a.hi[q][p], b_pairs[p]);
+          }
+          flush(c + 16 * q, hi, lo, 0xFFFF);
         }
-        flush(c + 16 * q, hi, lo, 0xFFFF);
       }
     }
+  }
+  static void block_row_8(const BlockRowTask& task) {
+    constexpr int m = 8, pairs = 4, row_pairs = 4;
+    alignas(64) std::uint32_t words[planes::prepared_words(m)];
+    const PreparedA a = planes::prepare_a(task.a, m, words);
+    const auto halves = [](std::uint32_t low, std::uint32_t high) {
+      return _mm512_mask_set1_epi32(_mm512_set1_epi32(static_cast<int>(low)), 0xFF00, static_cast<int>(high));
+    };
+    PreparedA8 a8;
+    for (int q = 0; q < row_pairs; ++q) {
+      for (int p = 0; p < pairs; ++p) {
+        a8.lo[q][p] = halves(a.lo[2 * q * pairs + p], a.lo[(2 * q + 1) * pairs + p]);
+        if (!a.one_plane) a8.hi[q][p] = halves(a.hi[2 * q * pairs + p], a.hi[(2 * q + 1) * pairs + p]);
+      }
+      a8.correction_lo[q] = halves(a.correction_lo[2 * q], a.correction_lo[2 * q + 1]);
+      if (!a.one_plane) a8.correction_hi[q] = halves(a.correction_hi[2 * q], a.correction_hi[2 * q + 1]);
+    }
+    if (a.one_plane)
+      products_8<true>(task, a8);
+    else
+      products_8<false>(task, a8);
   }
 
   // m = 4: the whole tile in one register (lanes 4r .. 4r + 3 = row r); B's pair p (4 columns)
   // in all four 128-bit lanes, A's pair values broadcast lane by lane.
-  static void block_row_4(const BlockRowTask& task) {
+  struct PreparedA4 {
+    __m512i lo[2], hi[2], correction_lo, correction_hi;  // [pair]
+  };
+  template <bool OnePlane>
+  __attribute__((always_inline)) static void products_4(const BlockRowTask& task, const PreparedA4& a) {
     constexpr int m = 4;
-    alignas(64) std::uint32_t words[planes::prepared_words(m)];
-    const PreparedA a = planes::prepare_a(task.a, m, words);
-    __m512i a_lo[2], a_hi[2];
-    alignas(64) std::uint32_t lanes[16];
-    for (int p = 0; p < 2; ++p) {
-      for (int q = 0; q < 16; ++q) lanes[q] = a.lo[(q / 4) * 2 + p];
-      a_lo[p] = _mm512_load_si512(lanes);
-      for (int q = 0; q < 16; ++q) lanes[q] = a.hi[(q / 4) * 2 + p];
-      a_hi[p] = _mm512_load_si512(lanes);
-    }
-    for (int q = 0; q < 16; ++q) lanes[q] = static_cast<std::uint32_t>(a.correction_lo[q / 4]);
-    const __m512i correction_lo = _mm512_load_si512(lanes);
-    for (int q = 0; q < 16; ++q) lanes[q] = static_cast<std::uint32_t>(a.correction_hi[q / 4]);
-    const __m512i correction_hi = _mm512_load_si512(lanes);
     // Within each 128-bit lane (B rows 2p, 2p + 1), interleave the two rows' values.
     const __m256i interleave = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15,
                                                 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
@@ -172,10 +199,37 @@ struct Planes512 {
           _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), interleave), offset256);
       const __m512i pair0 = _mm512_broadcast_i32x4(_mm256_castsi256_si128(rows));
       const __m512i pair1 = _mm512_broadcast_i32x4(_mm256_extracti128_si256(rows, 1));
-      const __m512i lo = madd_add(madd_add(correction_lo, a_lo[0], pair0), a_lo[1], pair1);
-      const __m512i hi = madd_add(madd_add(correction_hi, a_hi[0], pair0), a_hi[1], pair1);
-      flush(task.acc + slot * task.acc_stride, hi, lo, 0xFFFF);
+      const __m512i lo = madd_add(madd_add(a.correction_lo, a.lo[0], pair0), a.lo[1], pair1);
+      if constexpr (OnePlane) {
+        flush(task.acc + slot * task.acc_stride, lo, 0xFFFF);
+      } else {
+        const __m512i hi = madd_add(madd_add(a.correction_hi, a.hi[0], pair0), a.hi[1], pair1);
+        flush(task.acc + slot * task.acc_stride, hi, lo, 0xFFFF);
+      }
     }
+  }
+  static void block_row_4(const BlockRowTask& task) {
+    constexpr int m = 4;
+    alignas(64) std::uint32_t words[planes::prepared_words(m)];
+    const PreparedA a = planes::prepare_a(task.a, m, words);
+    PreparedA4 a4;
+    alignas(64) std::uint32_t lanes[16];
+    for (int p = 0; p < 2; ++p) {
+      for (int q = 0; q < 16; ++q) lanes[q] = a.lo[(q / 4) * 2 + p];
+      a4.lo[p] = _mm512_load_si512(lanes);
+      if (a.one_plane) continue;
+      for (int q = 0; q < 16; ++q) lanes[q] = a.hi[(q / 4) * 2 + p];
+      a4.hi[p] = _mm512_load_si512(lanes);
+    }
+    for (int q = 0; q < 16; ++q) lanes[q] = a.correction_lo[q / 4];
+    a4.correction_lo = _mm512_load_si512(lanes);
+    if (a.one_plane) {
+      products_4<true>(task, a4);
+      return;
+    }
+    for (int q = 0; q < 16; ++q) lanes[q] = a.correction_hi[q / 4];
+    a4.correction_hi = _mm512_load_si512(lanes);
+    products_4<false>(task, a4);
   }
 
   static BlockRowKernel kernel(std::int32_t m) {

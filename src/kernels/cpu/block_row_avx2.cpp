@@ -1,7 +1,7 @@
 // The AVX2 block kernels (this file is compiled with -mavx2): the widened form (4 uint64 lanes a
 // ymm register, simd_block_row.hpp) and the byte-plane form (byte_planes.hpp: 16 int16 pairs a
 // vpmaddwd, 8 useful multiply-adds an instruction against the widened form's 4 a vpmuludq +
-// vpaddq pair).
+// vpaddq pair; one vpmaddwd chain instead of two where an A block is narrow).
 #include <immintrin.h>
 
 #include <cstring>
@@ -98,6 +98,18 @@ struct Ymm {
       _mm256_maskstore_epi32(reinterpret_cast<int*>(c), mask, _mm256_add_epi32(cur, _mm256_min_epu32(t, _mm256_xor_si256(cur, ones))));
     }
   }
+  // c[0 .. n) = min(c + sum, 2^32 - 1) for the one-plane form's exact uint32 sums.
+  static void flush(std::uint32_t* c, reg sum, int n) {
+    const reg ones = _mm256_set1_epi32(-1);
+    if (n == 8) {
+      const reg cur = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c), _mm256_add_epi32(cur, _mm256_min_epu32(sum, _mm256_xor_si256(cur, ones))));
+    } else {
+      const reg mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const reg cur = _mm256_maskload_epi32(reinterpret_cast<const int*>(c), mask);
+      _mm256_maskstore_epi32(reinterpret_cast<int*>(c), mask, _mm256_add_epi32(cur, _mm256_min_epu32(sum, _mm256_xor_si256(cur, ones))));
+    }
+  }
 };
 
 struct Xmm4 {
@@ -119,23 +131,32 @@ struct Xmm4 {
     const reg cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(c), _mm_add_epi32(cur, _mm_min_epu32(t, _mm_xor_si128(cur, ones))));
   }
+  static void flush(std::uint32_t* c, reg sum, int) {  // as Ymm's one-plane flush, 4 lanes
+    const reg cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(c), _mm_add_epi32(cur, _mm_min_epu32(sum, _mm_xor_si128(cur, _mm_set1_epi32(-1)))));
+  }
 };
 
 // Columns [col0, col0 + n) of C += A x B (n <= 8, the strip's width), row by row: the strip's B
-// pairs are prepared once, then each row is two chains of vpmaddwd, one per A plane.
-template <class S>
+// pairs are prepared once, then each row is a chain of vpmaddwd per A plane (one or two).
+template <class S, bool OnePlane>
 __attribute__((always_inline)) inline void strip_product(std::uint32_t* c, const PreparedA& a, const std::uint16_t* b,
                                                          int m, int p_count, int col0, int n) {
   typename S::reg b_pairs[planes::pairs(planes::kMaxBlock)];
   for (int p = 0; p < p_count; ++p) b_pairs[p] = S::b_pair(b, m, p, col0, n);
   for (int r = 0; r < m; ++r) {
-    typename S::reg lo = S::set1(static_cast<std::uint32_t>(a.correction_lo[r]));
-    typename S::reg hi = S::set1(static_cast<std::uint32_t>(a.correction_hi[r]));
-    for (int p = 0; p < p_count; ++p) {
-      lo = S::madd_add(lo, S::set1(a.lo[r * p_count + p]), b_pairs[p]);
-      hi = S::madd_add(hi, S::set1(a.hi[r * p_count + p]), b_pairs[p]);
+    typename S::reg lo = S::set1(a.correction_lo[r]);
+    if constexpr (OnePlane) {
+      for (int p = 0; p < p_count; ++p) lo = S::madd_add(lo, S::set1(a.lo[r * p_count + p]), b_pairs[p]);
+      S::flush(c + r * m + col0, lo, n);
+    } else {
+      typename S::reg hi = S::set1(a.correction_hi[r]);
+      for (int p = 0; p < p_count; ++p) {
+        lo = S::madd_add(lo, S::set1(a.lo[r * p_count + p]), b_pairs[p]);
+        hi = S::madd_add(hi, S::set1(a.hi[r * p_count + p]), b_pairs[p]);
+      }
+      S::flush(c + r * m + col0, hi, lo, n);
     }
-    S::flush(c + r * m + col0, hi, lo, n);
   }
 }
 
@@ -146,14 +167,15 @@ inline void prefetch_range(const void* p, std::int64_t bytes) {
   for (std::int64_t at = 0; at < bytes; at += 64) _mm_prefetch(first + at, _MM_HINT_T0);
 }
 
-template <int M>
-void block_row(const BlockRowTask& task) {
+// Both forms are inlined into block_row, so that the two-plane form is compiled as it was when
+// it was the only one (bench/NOTES.md item 12's measurements).
+template <int M, bool OnePlane>
+__attribute__((always_inline)) inline void block_row_products(const BlockRowTask& task, const PreparedA& a) {
   const int m = M > 0 ? M : task.m;
   const int p_count = planes::pairs(m);
   const int full_strips = m / 8;
   const int rest = m % 8;
   const std::int64_t mm = std::int64_t{m} * m;
-  const PreparedA a = planes::prepare_a(task.a, m, reinterpret_cast<std::uint32_t*>(task.a_scratch));
   const std::uint16_t* b = task.b_values;
   for (std::int64_t f = 0; f < task.count; ++f, b += mm) {
     const std::int32_t slot = task.slot[task.b_col[f]];
@@ -166,32 +188,34 @@ void block_row(const BlockRowTask& task) {
     }
     if (slot < 0) continue;  // no output tile here (the masks of this pair are disjoint)
     std::uint32_t* c = task.acc + slot * task.acc_stride;
-    for (int s = 0; s < full_strips; ++s) strip_product<Ymm>(c, a, b, m, p_count, 8 * s, 8);
+    for (int s = 0; s < full_strips; ++s) strip_product<Ymm, OnePlane>(c, a, b, m, p_count, 8 * s, 8);
     if (rest == 4)
-      strip_product<Xmm4>(c, a, b, m, p_count, 8 * full_strips, 4);
+      strip_product<Xmm4, OnePlane>(c, a, b, m, p_count, 8 * full_strips, 4);
     else if (rest > 0)
-      strip_product<Ymm>(c, a, b, m, p_count, 8 * full_strips, rest);
+      strip_product<Ymm, OnePlane>(c, a, b, m, p_count, 8 * full_strips, rest);
   }
+}
+
+template <int M>
+void block_row(const BlockRowTask& task) {
+  const int m = M > 0 ? M : task.m;
+  const PreparedA a = planes::prepare_a(task.a, m, reinterpret_cast<std::uint32_t*>(task.a_scratch));
+  if (a.one_plane)
+    block_row_products<M, true>(task, a);
+  else
+    block_row_products<M, false>(task, a);
 }
 
 // m = 4: one register holds two rows of a tile (8 lanes = rows 2q and 2q + 1, 4 columns each,
 // contiguous in the record), so nothing is half empty or masked. A is prepared per A block into
 // registers' worth of lane-wise broadcasts: lanes 0-3 row 2q's pair p, lanes 4-7 row 2q + 1's.
-void block_row_4(const BlockRowTask& task) {
+struct PreparedA4 {
+  __m256i lo[2][2], hi[2][2], correction_lo[2], correction_hi[2];  // [row pair][pair]
+};
+
+template <bool OnePlane>
+__attribute__((always_inline)) inline void block_row_4_products(const BlockRowTask& task, const PreparedA4& a) {
   constexpr int m = 4;
-  alignas(32) std::uint32_t words[planes::prepared_words(m)];
-  const PreparedA a = planes::prepare_a(task.a, m, words);
-  __m256i a_lo[2][2], a_hi[2][2], correction_lo[2], correction_hi[2];  // [row pair][pair]
-  for (int q = 0; q < 2; ++q) {
-    for (int p = 0; p < 2; ++p) {
-      a_lo[q][p] = _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(a.lo[(2 * q + 1) * 2 + p])),
-                                    _mm_set1_epi32(static_cast<int>(a.lo[(2 * q) * 2 + p])));
-      a_hi[q][p] = _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(a.hi[(2 * q + 1) * 2 + p])),
-                                    _mm_set1_epi32(static_cast<int>(a.hi[(2 * q) * 2 + p])));
-    }
-    correction_lo[q] = _mm256_set_m128i(_mm_set1_epi32(a.correction_lo[2 * q + 1]), _mm_set1_epi32(a.correction_lo[2 * q]));
-    correction_hi[q] = _mm256_set_m128i(_mm_set1_epi32(a.correction_hi[2 * q + 1]), _mm_set1_epi32(a.correction_hi[2 * q]));
-  }
   // Within each 128-bit lane (rows 2p, 2p + 1 of B), interleave the two rows' 16-bit values.
   const __m256i interleave = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15,
                                               0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
@@ -211,13 +235,39 @@ void block_row_4(const BlockRowTask& task) {
     const __m256i pair1 = _mm256_permute4x64_epi64(rows, 0xEE);  // rows 2, 3
     std::uint32_t* c = task.acc + slot * task.acc_stride;
     for (int q = 0; q < 2; ++q) {
-      const __m256i lo = _mm256_add_epi32(_mm256_add_epi32(correction_lo[q], _mm256_madd_epi16(a_lo[q][0], pair0)),
-                                          _mm256_madd_epi16(a_lo[q][1], pair1));
-      const __m256i hi = _mm256_add_epi32(_mm256_add_epi32(correction_hi[q], _mm256_madd_epi16(a_hi[q][0], pair0)),
-                                          _mm256_madd_epi16(a_hi[q][1], pair1));
-      Ymm::flush(c + 8 * q, hi, lo, 8);
+      const __m256i lo = _mm256_add_epi32(_mm256_add_epi32(a.correction_lo[q], _mm256_madd_epi16(a.lo[q][0], pair0)),
+                                          _mm256_madd_epi16(a.lo[q][1], pair1));
+      if constexpr (OnePlane) {
+        Ymm::flush(c + 8 * q, lo, 8);
+      } else {
+        const __m256i hi = _mm256_add_epi32(_mm256_add_epi32(a.correction_hi[q], _mm256_madd_epi16(a.hi[q][0], pair0)),
+                                            _mm256_madd_epi16(a.hi[q][1], pair1));
+        Ymm::flush(c + 8 * q, hi, lo, 8);
+      }
     }
   }
+}
+
+void block_row_4(const BlockRowTask& task) {
+  constexpr int m = 4;
+  alignas(32) std::uint32_t words[planes::prepared_words(m)];
+  const PreparedA a = planes::prepare_a(task.a, m, words);
+  const auto rows = [](std::uint32_t first, std::uint32_t second) {
+    return _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(second)), _mm_set1_epi32(static_cast<int>(first)));
+  };
+  PreparedA4 a4;
+  for (int q = 0; q < 2; ++q) {
+    for (int p = 0; p < 2; ++p) {
+      a4.lo[q][p] = rows(a.lo[(2 * q) * 2 + p], a.lo[(2 * q + 1) * 2 + p]);
+      if (!a.one_plane) a4.hi[q][p] = rows(a.hi[(2 * q) * 2 + p], a.hi[(2 * q + 1) * 2 + p]);
+    }
+    a4.correction_lo[q] = rows(a.correction_lo[2 * q], a.correction_lo[2 * q + 1]);
+    if (!a.one_plane) a4.correction_hi[q] = rows(a.correction_hi[2 * q], a.correction_hi[2 * q + 1]);
+  }
+  if (a.one_plane)
+    block_row_4_products<true>(task, a4);
+  else
+    block_row_4_products<false>(task, a4);
 }
 
 }  // namespace planes_avx2
