@@ -77,7 +77,7 @@ struct Planes512 {
 
   // Any m in [2, kMaxBlock]: strips of 16 columns, row by row.
   template <bool OnePlane>
-  __attribute__((always_inline)) static void strip_products(const BlockRowTask& task, const PreparedA& a) {
+  __attribute__((noinline)) static void strip_products(const BlockRowTask& task, const PreparedA& a) {
     const int m = task.m;
     const int p_count = planes::pairs(m);
     const std::int64_t mm = std::int64_t{m} * m;
@@ -119,13 +119,25 @@ struct Planes512 {
   }
 
   // m = 8: a register is tile rows 2q (lanes 0-7) and 2q + 1 (lanes 8-15); B's pair p (8 columns)
-  // in both halves, A's pair values broadcast half by half (prepared once per A block).
-  struct PreparedA8 {
-    __m512i lo[4][4], hi[4][4], correction_lo[4], correction_hi[4];  // [row pair][pair]
-  };
+  // in both halves, A's pair values broadcast half by half (prepared once per A block). Each
+  // form sets up its own registers in a function of its own: with the two forms' registers in
+  // one struct the two-plane form ran 8-12 % slower at 16 threads (bench/NOTES.md item 19).
   template <bool OnePlane>
-  __attribute__((always_inline)) static void products_8(const BlockRowTask& task, const PreparedA8& a) {
+  __attribute__((noinline)) static void products_8(const BlockRowTask& task, const PreparedA& a) {
     constexpr int m = 8, pairs = 4, row_pairs = 4;
+    const auto halves = [](std::uint32_t low, std::uint32_t high) {
+      return _mm512_mask_set1_epi32(_mm512_set1_epi32(static_cast<int>(low)), 0xFF00, static_cast<int>(high));
+    };
+    __m512i a_lo[row_pairs][pairs], a_hi[row_pairs][OnePlane ? 1 : pairs], correction_lo[row_pairs],
+        correction_hi[OnePlane ? 1 : row_pairs];
+    for (int q = 0; q < row_pairs; ++q) {
+      for (int p = 0; p < pairs; ++p) {
+        a_lo[q][p] = halves(a.lo[2 * q * pairs + p], a.lo[(2 * q + 1) * pairs + p]);
+        if constexpr (!OnePlane) a_hi[q][p] = halves(a.hi[2 * q * pairs + p], a.hi[(2 * q + 1) * pairs + p]);
+      }
+      correction_lo[q] = halves(a.correction_lo[2 * q], a.correction_lo[2 * q + 1]);
+      if constexpr (!OnePlane) correction_hi[q] = halves(a.correction_hi[2 * q], a.correction_hi[2 * q + 1]);
+    }
     // Rows 2p and 2p + 1 of B are 16 contiguous values: lane c of the pair = (value c, value 8 + c).
     const __m256i interleave = _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
     const __m256i offset256 = _mm256_set1_epi16(static_cast<short>(0x8000));
@@ -141,15 +153,15 @@ struct Planes512 {
       }
       std::uint32_t* c = task.acc + slot * task.acc_stride;
       for (int q = 0; q < row_pairs; ++q) {
-        __m512i lo = a.correction_lo[q];
+        __m512i lo = correction_lo[q];
         if constexpr (OnePlane) {
-          for (int p = 0; p < pairs; ++p) lo = madd_add(lo, a.lo[q][p], b_pairs[p]);
+          for (int p = 0; p < pairs; ++p) lo = madd_add(lo, a_lo[q][p], b_pairs[p]);
           flush(c + 16 * q, lo, 0xFFFF);
         } else {
-          __m512i hi = a.correction_hi[q];
+          __m512i hi = correction_hi[q];
           for (int p = 0; p < pairs; ++p) {
-            lo = madd_add(lo, a.lo[q][p], b_pairs[p]);
-            hi = madd_add(hi, a.hi[q][p], b_pairs[p]);
+            lo = madd_add(lo, a_lo[q][p], b_pairs[p]);
+            hi = madd_add(hi, a_hi[q][p], b_pairs[p]);
           }
           flush(c + 16 * q, hi, lo, 0xFFFF);
         }
@@ -157,35 +169,35 @@ struct Planes512 {
     }
   }
   static void block_row_8(const BlockRowTask& task) {
-    constexpr int m = 8, pairs = 4, row_pairs = 4;
-    alignas(64) std::uint32_t words[planes::prepared_words(m)];
-    const PreparedA a = planes::prepare_a(task.a, m, words);
-    const auto halves = [](std::uint32_t low, std::uint32_t high) {
-      return _mm512_mask_set1_epi32(_mm512_set1_epi32(static_cast<int>(low)), 0xFF00, static_cast<int>(high));
-    };
-    PreparedA8 a8;
-    for (int q = 0; q < row_pairs; ++q) {
-      for (int p = 0; p < pairs; ++p) {
-        a8.lo[q][p] = halves(a.lo[2 * q * pairs + p], a.lo[(2 * q + 1) * pairs + p]);
-        if (!a.one_plane) a8.hi[q][p] = halves(a.hi[2 * q * pairs + p], a.hi[(2 * q + 1) * pairs + p]);
-      }
-      a8.correction_lo[q] = halves(a.correction_lo[2 * q], a.correction_lo[2 * q + 1]);
-      if (!a.one_plane) a8.correction_hi[q] = halves(a.correction_hi[2 * q], a.correction_hi[2 * q + 1]);
-    }
+    alignas(64) std::uint32_t words[planes::prepared_words(8)];
+    const PreparedA a = planes::prepare_a(task.a, 8, words);
     if (a.one_plane)
-      products_8<true>(task, a8);
+      products_8<true>(task, a);
     else
-      products_8<false>(task, a8);
+      products_8<false>(task, a);
   }
 
   // m = 4: the whole tile in one register (lanes 4r .. 4r + 3 = row r); B's pair p (4 columns)
   // in all four 128-bit lanes, A's pair values broadcast lane by lane.
-  struct PreparedA4 {
-    __m512i lo[2], hi[2], correction_lo, correction_hi;  // [pair]
-  };
   template <bool OnePlane>
-  __attribute__((always_inline)) static void products_4(const BlockRowTask& task, const PreparedA4& a) {
+  __attribute__((noinline)) static void products_4(const BlockRowTask& task, const PreparedA& a) {
     constexpr int m = 4;
+    __m512i a_lo[2], a_hi[2], correction_lo, correction_hi = _mm512_setzero_si512();
+    alignas(64) std::uint32_t lanes[16];
+    for (int p = 0; p < 2; ++p) {
+      for (int q = 0; q < 16; ++q) lanes[q] = a.lo[(q / 4) * 2 + p];
+      a_lo[p] = _mm512_load_si512(lanes);
+      if constexpr (!OnePlane) {
+        for (int q = 0; q < 16; ++q) lanes[q] = a.hi[(q / 4) * 2 + p];
+        a_hi[p] = _mm512_load_si512(lanes);
+      }
+    }
+    for (int q = 0; q < 16; ++q) lanes[q] = a.correction_lo[q / 4];
+    correction_lo = _mm512_load_si512(lanes);
+    if constexpr (!OnePlane) {
+      for (int q = 0; q < 16; ++q) lanes[q] = a.correction_hi[q / 4];
+      correction_hi = _mm512_load_si512(lanes);
+    }
     // Within each 128-bit lane (B rows 2p, 2p + 1), interleave the two rows' values.
     const __m256i interleave = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15,
                                                 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
@@ -199,37 +211,22 @@ struct Planes512 {
           _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), interleave), offset256);
       const __m512i pair0 = _mm512_broadcast_i32x4(_mm256_castsi256_si128(rows));
       const __m512i pair1 = _mm512_broadcast_i32x4(_mm256_extracti128_si256(rows, 1));
-      const __m512i lo = madd_add(madd_add(a.correction_lo, a.lo[0], pair0), a.lo[1], pair1);
+      const __m512i lo = madd_add(madd_add(correction_lo, a_lo[0], pair0), a_lo[1], pair1);
       if constexpr (OnePlane) {
         flush(task.acc + slot * task.acc_stride, lo, 0xFFFF);
       } else {
-        const __m512i hi = madd_add(madd_add(a.correction_hi, a.hi[0], pair0), a.hi[1], pair1);
+        const __m512i hi = madd_add(madd_add(correction_hi, a_hi[0], pair0), a_hi[1], pair1);
         flush(task.acc + slot * task.acc_stride, hi, lo, 0xFFFF);
       }
     }
   }
   static void block_row_4(const BlockRowTask& task) {
-    constexpr int m = 4;
-    alignas(64) std::uint32_t words[planes::prepared_words(m)];
-    const PreparedA a = planes::prepare_a(task.a, m, words);
-    PreparedA4 a4;
-    alignas(64) std::uint32_t lanes[16];
-    for (int p = 0; p < 2; ++p) {
-      for (int q = 0; q < 16; ++q) lanes[q] = a.lo[(q / 4) * 2 + p];
-      a4.lo[p] = _mm512_load_si512(lanes);
-      if (a.one_plane) continue;
-      for (int q = 0; q < 16; ++q) lanes[q] = a.hi[(q / 4) * 2 + p];
-      a4.hi[p] = _mm512_load_si512(lanes);
-    }
-    for (int q = 0; q < 16; ++q) lanes[q] = a.correction_lo[q / 4];
-    a4.correction_lo = _mm512_load_si512(lanes);
-    if (a.one_plane) {
-      products_4<true>(task, a4);
-      return;
-    }
-    for (int q = 0; q < 16; ++q) lanes[q] = a.correction_hi[q / 4];
-    a4.correction_hi = _mm512_load_si512(lanes);
-    products_4<false>(task, a4);
+    alignas(64) std::uint32_t words[planes::prepared_words(4)];
+    const PreparedA a = planes::prepare_a(task.a, 4, words);
+    if (a.one_plane)
+      products_4<true>(task, a);
+    else
+      products_4<false>(task, a);
   }
 
   static BlockRowKernel kernel(std::int32_t m) {

@@ -167,10 +167,9 @@ inline void prefetch_range(const void* p, std::int64_t bytes) {
   for (std::int64_t at = 0; at < bytes; at += 64) _mm_prefetch(first + at, _MM_HINT_T0);
 }
 
-// Both forms are inlined into block_row, so that the two-plane form is compiled as it was when
-// it was the only one (bench/NOTES.md item 12's measurements).
+// Each form in a function of its own (as in avx512_planes.hpp).
 template <int M, bool OnePlane>
-__attribute__((always_inline)) inline void block_row_products(const BlockRowTask& task, const PreparedA& a) {
+__attribute__((noinline)) void block_row_products(const BlockRowTask& task, const PreparedA& a) {
   const int m = M > 0 ? M : task.m;
   const int p_count = planes::pairs(m);
   const int full_strips = m / 8;
@@ -209,13 +208,21 @@ void block_row(const BlockRowTask& task) {
 // m = 4: one register holds two rows of a tile (8 lanes = rows 2q and 2q + 1, 4 columns each,
 // contiguous in the record), so nothing is half empty or masked. A is prepared per A block into
 // registers' worth of lane-wise broadcasts: lanes 0-3 row 2q's pair p, lanes 4-7 row 2q + 1's.
-struct PreparedA4 {
-  __m256i lo[2][2], hi[2][2], correction_lo[2], correction_hi[2];  // [row pair][pair]
-};
-
 template <bool OnePlane>
-__attribute__((always_inline)) inline void block_row_4_products(const BlockRowTask& task, const PreparedA4& a) {
+__attribute__((noinline)) void block_row_4_products(const BlockRowTask& task, const PreparedA& a) {
   constexpr int m = 4;
+  const auto rows_of = [](std::uint32_t first, std::uint32_t second) {
+    return _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(second)), _mm_set1_epi32(static_cast<int>(first)));
+  };
+  __m256i a_lo[2][2], a_hi[2][OnePlane ? 1 : 2], correction_lo[2], correction_hi[OnePlane ? 1 : 2];  // [row pair][pair]
+  for (int q = 0; q < 2; ++q) {
+    for (int p = 0; p < 2; ++p) {
+      a_lo[q][p] = rows_of(a.lo[(2 * q) * 2 + p], a.lo[(2 * q + 1) * 2 + p]);
+      if constexpr (!OnePlane) a_hi[q][p] = rows_of(a.hi[(2 * q) * 2 + p], a.hi[(2 * q + 1) * 2 + p]);
+    }
+    correction_lo[q] = rows_of(a.correction_lo[2 * q], a.correction_lo[2 * q + 1]);
+    if constexpr (!OnePlane) correction_hi[q] = rows_of(a.correction_hi[2 * q], a.correction_hi[2 * q + 1]);
+  }
   // Within each 128-bit lane (rows 2p, 2p + 1 of B), interleave the two rows' 16-bit values.
   const __m256i interleave = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15,
                                               0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
@@ -235,13 +242,13 @@ __attribute__((always_inline)) inline void block_row_4_products(const BlockRowTa
     const __m256i pair1 = _mm256_permute4x64_epi64(rows, 0xEE);  // rows 2, 3
     std::uint32_t* c = task.acc + slot * task.acc_stride;
     for (int q = 0; q < 2; ++q) {
-      const __m256i lo = _mm256_add_epi32(_mm256_add_epi32(a.correction_lo[q], _mm256_madd_epi16(a.lo[q][0], pair0)),
-                                          _mm256_madd_epi16(a.lo[q][1], pair1));
+      const __m256i lo = _mm256_add_epi32(_mm256_add_epi32(correction_lo[q], _mm256_madd_epi16(a_lo[q][0], pair0)),
+                                          _mm256_madd_epi16(a_lo[q][1], pair1));
       if constexpr (OnePlane) {
         Ymm::flush(c + 8 * q, lo, 8);
       } else {
-        const __m256i hi = _mm256_add_epi32(_mm256_add_epi32(a.correction_hi[q], _mm256_madd_epi16(a.hi[q][0], pair0)),
-                                            _mm256_madd_epi16(a.hi[q][1], pair1));
+        const __m256i hi = _mm256_add_epi32(_mm256_add_epi32(correction_hi[q], _mm256_madd_epi16(a_hi[q][0], pair0)),
+                                            _mm256_madd_epi16(a_hi[q][1], pair1));
         Ymm::flush(c + 8 * q, hi, lo, 8);
       }
     }
@@ -249,25 +256,12 @@ __attribute__((always_inline)) inline void block_row_4_products(const BlockRowTa
 }
 
 void block_row_4(const BlockRowTask& task) {
-  constexpr int m = 4;
-  alignas(32) std::uint32_t words[planes::prepared_words(m)];
-  const PreparedA a = planes::prepare_a(task.a, m, words);
-  const auto rows = [](std::uint32_t first, std::uint32_t second) {
-    return _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(second)), _mm_set1_epi32(static_cast<int>(first)));
-  };
-  PreparedA4 a4;
-  for (int q = 0; q < 2; ++q) {
-    for (int p = 0; p < 2; ++p) {
-      a4.lo[q][p] = rows(a.lo[(2 * q) * 2 + p], a.lo[(2 * q + 1) * 2 + p]);
-      if (!a.one_plane) a4.hi[q][p] = rows(a.hi[(2 * q) * 2 + p], a.hi[(2 * q + 1) * 2 + p]);
-    }
-    a4.correction_lo[q] = rows(a.correction_lo[2 * q], a.correction_lo[2 * q + 1]);
-    if (!a.one_plane) a4.correction_hi[q] = rows(a.correction_hi[2 * q], a.correction_hi[2 * q + 1]);
-  }
+  alignas(32) std::uint32_t words[planes::prepared_words(4)];
+  const PreparedA a = planes::prepare_a(task.a, 4, words);
   if (a.one_plane)
-    block_row_4_products<true>(task, a4);
+    block_row_4_products<true>(task, a);
   else
-    block_row_4_products<false>(task, a4);
+    block_row_4_products<false>(task, a);
 }
 
 }  // namespace planes_avx2
