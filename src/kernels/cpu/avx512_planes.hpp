@@ -77,7 +77,7 @@ struct Planes512 {
 
   // Any m in [2, kMaxBlock]: strips of 16 columns, row by row.
   template <bool OnePlane>
-  __attribute__((noinline)) static void strip_products(const BlockRowTask& task, const PreparedA& a) {
+  __attribute__((noinline)) static void strip_products(const BlockRowTask& task, const PreparedA a) {
     const int m = task.m;
     const int p_count = planes::pairs(m);
     const std::int64_t mm = std::int64_t{m} * m;
@@ -123,7 +123,7 @@ struct Planes512 {
   // form sets up its own registers in a function of its own: with the two forms' registers in
   // one struct the two-plane form ran 8-12 % slower at 16 threads (bench/NOTES.md item 19).
   template <bool OnePlane>
-  __attribute__((noinline)) static void products_8(const BlockRowTask& task, const PreparedA& a) {
+  __attribute__((noinline)) static void products_8(const BlockRowTask& task, const PreparedA a) {
     constexpr int m = 8, pairs = 4, row_pairs = 4;
     const auto halves = [](std::uint32_t low, std::uint32_t high) {
       return _mm512_mask_set1_epi32(_mm512_set1_epi32(static_cast<int>(low)), 0xFF00, static_cast<int>(high));
@@ -180,7 +180,7 @@ struct Planes512 {
   // m = 4: the whole tile in one register (lanes 4r .. 4r + 3 = row r); B's pair p (4 columns)
   // in all four 128-bit lanes, A's pair values broadcast lane by lane.
   template <bool OnePlane>
-  __attribute__((noinline)) static void products_4(const BlockRowTask& task, const PreparedA& a) {
+  __attribute__((noinline)) static void products_4(const BlockRowTask& task, const PreparedA a) {
     constexpr int m = 4;
     __m512i a_lo[2], a_hi[2], correction_lo, correction_hi = _mm512_setzero_si512();
     alignas(64) std::uint32_t lanes[16];

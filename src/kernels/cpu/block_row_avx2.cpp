@@ -167,9 +167,9 @@ inline void prefetch_range(const void* p, std::int64_t bytes) {
   for (std::int64_t at = 0; at < bytes; at += 64) _mm_prefetch(first + at, _MM_HINT_T0);
 }
 
-// Each form in a function of its own (as in avx512_planes.hpp).
+// Each form in a function of its own (as in avx512_planes.hpp), A's pointers a local copy.
 template <int M, bool OnePlane>
-__attribute__((noinline)) void block_row_products(const BlockRowTask& task, const PreparedA& a) {
+__attribute__((noinline)) void block_row_products(const BlockRowTask& task, const PreparedA a) {
   const int m = M > 0 ? M : task.m;
   const int p_count = planes::pairs(m);
   const int full_strips = m / 8;
@@ -209,7 +209,7 @@ void block_row(const BlockRowTask& task) {
 // contiguous in the record), so nothing is half empty or masked. A is prepared per A block into
 // registers' worth of lane-wise broadcasts: lanes 0-3 row 2q's pair p, lanes 4-7 row 2q + 1's.
 template <bool OnePlane>
-__attribute__((noinline)) void block_row_4_products(const BlockRowTask& task, const PreparedA& a) {
+__attribute__((noinline)) void block_row_4_products(const BlockRowTask& task, const PreparedA a) {
   constexpr int m = 4;
   const auto rows_of = [](std::uint32_t first, std::uint32_t second) {
     return _mm256_set_m128i(_mm_set1_epi32(static_cast<int>(second)), _mm_set1_epi32(static_cast<int>(first)));
