@@ -3,9 +3,9 @@
 // SIMD block kernels of block_kernels.hpp (one call an A block, over its whole B row). The
 // accumulators are the value fields of the tiles' output records themselves, so the phase
 // holds no memory beyond the chunk buffers: tiles are processed in chunks of at most
-// --chunk-size (and at most an eighth of the output, 2 to 32 MiB), and chunk c is computed while
-// chunk c-1 is written. Rows longer than a thread's share of a chunk are split into column ranges (pieces)
-// that run in parallel. The calling thread writes chunk c-1 at the start of chunk c's parallel
+// --chunk-size (and at most 2 MiB a thread and an eighth of the output, 2 to 32 MiB), and chunk
+// c is computed while chunk c-1 is written. Rows longer than a thread's share of a chunk are split
+// into column ranges (pieces) that run in parallel. The calling thread writes chunk c-1 at the start of chunk c's parallel
 // region and then joins the compute: a writer thread of its own competed with the team's spinning
 // threads for the cores (bench/NOTES.md item 18).
 #include <omp.h>
@@ -27,14 +27,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The most output bytes a chunk holds here, whatever --chunk-size allows (it is an upper bound):
-// an eighth of the rank's output, between 2 and 32 MiB. Two buffers this size are reused from the
-// third chunk on, so their pages are faulted in and cleared once, and the write left after the
-// last chunk's compute stays short. On the 2-core VM (bench/NOTES.md item 12) 32 MiB chunks took
-// the m = 8 case's numeric phase from 1.8-2.4 s to 1.3-1.7 s against 256 MiB, and S1 (18 MB of
-// output, one chunk before) from 0.032-0.037 s to 0.015-0.025 s in 2 MiB chunks.
-std::int64_t cpu_chunk_bytes(std::int64_t output_bytes, std::int64_t limit) {
-  const std::int64_t eighth = std::clamp<std::int64_t>(output_bytes / 8, std::int64_t{2} << 20, std::int64_t{32} << 20);
-  return std::min(limit, eighth);
+// 2 MiB a thread, and at most an eighth of the rank's output (a threads'th with more than 8
+// threads), between 2 and 32 MiB. Two buffers this size are reused from the third chunk on, so
+// their pages are faulted in and cleared once, and the write left after the last chunk's compute
+// stays short. On the 2-core VM (bench/NOTES.md item 12) 32 MiB chunks took the m = 8 case's
+// numeric phase from 1.8-2.4 s to 1.3-1.7 s against 256 MiB, and S1 (18 MB of output, one chunk
+// before) from 0.032-0.037 s to 0.015-0.025 s in 2 MiB chunks. On 16 cores (item 19) 32 MiB
+// chunks for one rank of 16 threads and 16 MiB for each of two ranks of 8 did better than 32 MiB
+// for both (C4 two ranks 0.048 -> 0.040 s), and S2's 37 MB in 2.3 MiB chunks than in 4.6 MiB
+// (0.0043 -> 0.0027 s).
+std::int64_t cpu_chunk_bytes(std::int64_t output_bytes, std::int64_t limit, int threads) {
+  const std::int64_t per_thread = std::int64_t{2} << 20;
+  const std::int64_t share = output_bytes / std::max(8, threads);
+  const std::int64_t bytes =
+      std::clamp<std::int64_t>(std::min(share, per_thread * std::max(1, threads)), std::int64_t{2} << 20, std::int64_t{32} << 20);
+  return std::min(limit, bytes);
 }
 
 double seconds_since(Clock::time_point start) {
@@ -126,9 +133,9 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   const std::int32_t p = ops.a.shape.block_rows();
   const std::int32_t m = ops.a.shape.m;
   const std::int64_t stride = record_bytes<std::uint32_t>(m);
-  const std::int64_t chunk_tiles =
-      std::max<std::int64_t>(1, cpu_chunk_bytes(pattern.tiles() * stride, options.chunk_bytes) / stride);
   const int threads = omp_get_max_threads();
+  const std::int64_t chunk_tiles =
+      std::max<std::int64_t>(1, cpu_chunk_bytes(pattern.tiles() * stride, options.chunk_bytes, threads) / stride);
   // A row with more tiles than a thread's share of the chunk is split between threads.
   const std::int64_t piece_tiles = std::max<std::int64_t>(1, chunk_tiles / threads);
   const cpu::BlockRowKernel kernel = cpu::block_row_kernel(level, m);
