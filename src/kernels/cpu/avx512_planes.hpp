@@ -38,11 +38,9 @@ struct Planes512 {
     const __m512i limit = _mm512_set1_epi32(0x00FFFFFF);
     __m512i t = _mm512_slli_epi32(_mm512_min_epu32(hi, limit), 8);
     t = _mm512_add_epi32(t, _mm512_min_epu32(lo, _mm512_xor_si512(t, ones)));
-    t = _mm512_mask_mov_epi32(t, _mm512_cmpgt_epu32_mask(hi, limit), ones);
-    const __m512i cur = _mm512_maskz_loadu_epi32(k, c);
-    _mm512_mask_storeu_epi32(c, k, _mm512_add_epi32(cur, _mm512_min_epu32(t, _mm512_xor_si512(cur, ones))));
+    flush(c, _mm512_mask_mov_epi32(t, _mm512_cmpgt_epu32_mask(hi, limit), ones), k);
   }
-  // c[k lanes] = min(c + sum, 2^32 - 1) for the one-plane form's exact uint32 sums.
+  // c[k lanes] = min(c + sum, 2^32 - 1) for uint32 sums (the one-plane form's, or the above's).
   static void flush(std::uint32_t* c, __m512i sum, __mmask16 k) {
     const __m512i cur = _mm512_maskz_loadu_epi32(k, c);
     _mm512_mask_storeu_epi32(c, k, _mm512_add_epi32(cur, _mm512_min_epu32(sum, _mm512_xor_si512(cur, _mm512_set1_epi32(-1)))));

@@ -88,17 +88,9 @@ struct Ymm {
     const reg limit = _mm256_set1_epi32(0x00FFFFFF);
     reg t = _mm256_slli_epi32(_mm256_min_epu32(hi, limit), 8);
     t = _mm256_add_epi32(t, _mm256_min_epu32(lo, _mm256_xor_si256(t, ones)));
-    t = _mm256_or_si256(t, _mm256_cmpgt_epi32(hi, limit));
-    if (n == 8) {
-      const reg cur = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(c), _mm256_add_epi32(cur, _mm256_min_epu32(t, _mm256_xor_si256(cur, ones))));
-    } else {
-      const reg mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      const reg cur = _mm256_maskload_epi32(reinterpret_cast<const int*>(c), mask);
-      _mm256_maskstore_epi32(reinterpret_cast<int*>(c), mask, _mm256_add_epi32(cur, _mm256_min_epu32(t, _mm256_xor_si256(cur, ones))));
-    }
+    flush(c, _mm256_or_si256(t, _mm256_cmpgt_epi32(hi, limit)), n);
   }
-  // c[0 .. n) = min(c + sum, 2^32 - 1) for the one-plane form's exact uint32 sums.
+  // c[0 .. n) = min(c + sum, 2^32 - 1) for uint32 sums (the one-plane form's, or the above's).
   static void flush(std::uint32_t* c, reg sum, int n) {
     const reg ones = _mm256_set1_epi32(-1);
     if (n == 8) {
@@ -122,16 +114,14 @@ struct Xmm4 {
                                          : _mm_setzero_si128();
     return _mm_xor_si128(_mm_unpacklo_epi16(first, second), _mm_set1_epi16(static_cast<short>(0x8000)));
   }
-  static void flush(std::uint32_t* c, reg hi, reg lo, int) {  // as Ymm::flush, 4 lanes
+  static void flush(std::uint32_t* c, reg hi, reg lo, int n) {  // as Ymm's, 4 lanes
     const reg ones = _mm_set1_epi32(-1);
     const reg limit = _mm_set1_epi32(0x00FFFFFF);
     reg t = _mm_slli_epi32(_mm_min_epu32(hi, limit), 8);
     t = _mm_add_epi32(t, _mm_min_epu32(lo, _mm_xor_si128(t, ones)));
-    t = _mm_or_si128(t, _mm_cmpgt_epi32(hi, limit));
-    const reg cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(c), _mm_add_epi32(cur, _mm_min_epu32(t, _mm_xor_si128(cur, ones))));
+    flush(c, _mm_or_si128(t, _mm_cmpgt_epi32(hi, limit)), n);
   }
-  static void flush(std::uint32_t* c, reg sum, int) {  // as Ymm's one-plane flush, 4 lanes
+  static void flush(std::uint32_t* c, reg sum, int) {
     const reg cur = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(c), _mm_add_epi32(cur, _mm_min_epu32(sum, _mm_xor_si128(cur, _mm_set1_epi32(-1)))));
   }
