@@ -4,10 +4,10 @@
 // accumulators are the value fields of the tiles' output records themselves, so the phase
 // holds no memory beyond the chunk buffers: tiles are processed in chunks of at most
 // --chunk-size (and at most 2 MiB a thread and an eighth of the output, 2 to 32 MiB), and chunk
-// c is computed while chunk c-1 is written. Rows longer than a thread's share of a chunk are split
-// into column ranges (pieces) that run in parallel. The calling thread writes chunk c-1 at the start of chunk c's parallel
-// region and then joins the compute: a writer thread of its own competed with the team's spinning
-// threads for the cores (bench/NOTES.md item 18).
+// c is computed while chunk c-1 is written. Rows longer than a thread's share of a chunk are
+// split into column ranges (pieces) that run in parallel. The calling thread writes chunk c-1 at
+// the start of chunk c's parallel region and then joins the compute: a writer thread of its own
+// competed with the team's spinning threads for the cores (bench/NOTES.md item 18).
 #include <omp.h>
 
 #include <algorithm>
@@ -32,10 +32,10 @@ using Clock = std::chrono::steady_clock;
 // their pages are faulted in and cleared once, and the write left after the last chunk's compute
 // stays short. On the 2-core VM (bench/NOTES.md item 12) 32 MiB chunks took the m = 8 case's
 // numeric phase from 1.8-2.4 s to 1.3-1.7 s against 256 MiB, and S1 (18 MB of output, one chunk
-// before) from 0.032-0.037 s to 0.015-0.025 s in 2 MiB chunks. On 16 cores (item 19) 32 MiB
-// chunks for one rank of 16 threads and 16 MiB for each of two ranks of 8 did better than 32 MiB
-// for both (C4 two ranks 0.048 -> 0.040 s), and S2's 37 MB in 2.3 MiB chunks than in 4.6 MiB
-// (0.0043 -> 0.0027 s).
+// before) from 0.032-0.037 s to 0.015-0.025 s in 2 MiB chunks. On 16 cores (item 19, a sweep of
+// fixed sizes) these sizes put two ranks of 8 threads' C4 at 0.040 s against 0.048 in 32 MiB,
+// one rank of 16's C8 (17 MiB chunks) at 0.047 against 0.053, and S2's 37 MB (2.3 MiB chunks,
+// not 4.6) at 0.0027 against 0.0043 s.
 std::int64_t cpu_chunk_bytes(std::int64_t output_bytes, std::int64_t limit, int threads) {
   const std::int64_t per_thread = std::int64_t{2} << 20;
   const std::int64_t share = output_bytes / std::max(8, threads);
