@@ -44,12 +44,13 @@ std::string share_rows_setting() {
 }  // namespace
 
 partition::RowSharing row_sharing(int ranks, std::int32_t m, int threads_per_rank) {
+  constexpr double kFraction = 0.125;  // of a panel's work at each end (see the header)
   if (ranks < 2 || m < 4 || share_rows_setting() == "0") return {};
   // Asked for by name (=1, or =give as the tests do): shared whatever the work.
-  if (!share_rows_setting().empty()) return {0.125, 0};
+  if (!share_rows_setting().empty()) return {kFraction, 0};
   const std::int64_t macs_per_product = std::int64_t{m} * m * m;
   const std::int64_t min_macs = (std::int64_t{1} << 28) * std::max(1, threads_per_rank);
-  return {0.125, (min_macs + macs_per_product - 1) / macs_per_product};
+  return {kFraction, (min_macs + macs_per_product - 1) / macs_per_product};
 }
 
 bool give_shared_rows_first() { return share_rows_setting() == "give"; }
