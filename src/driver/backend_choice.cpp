@@ -62,6 +62,11 @@ std::string& applied_visibility() {
   return setting;
 }
 
+std::vector<std::string>& applied_settings() {
+  static std::vector<std::string> settings;
+  return settings;
+}
+
 }  // namespace
 
 std::vector<std::string> node_gpu_uuids(const std::string& proc_root, const std::string& dev_root) {
@@ -129,16 +134,27 @@ std::string cuda_visibility_setting(const comm::EnvironmentLookup& lookup, bool 
   return "CUDA_VISIBLE_DEVICES=" + entries[alone ? 0 : static_cast<std::size_t>(local_rank) % entries.size()];
 }
 
-std::string apply_cuda_visibility(const Options& options, bool uses_mpi) {
-  if (!cuda_likely(options, input_file_bytes(options))) return "";
+std::string cuda_connections_setting(const comm::EnvironmentLookup& lookup) {
+  const char* set = lookup("CUDA_DEVICE_MAX_CONNECTIONS");
+  return set != nullptr && *set != '\0' ? "" : "CUDA_DEVICE_MAX_CONNECTIONS=1";
+}
+
+std::vector<std::string> apply_cuda_start_settings(const Options& options, bool uses_mpi) {
+  if (!cuda_likely(options, input_file_bytes(options))) return {};
+  const comm::EnvironmentLookup environment = [](const char* name) -> const char* { return std::getenv(name); };
   // The driver's files cost microseconds to read; cuda_visibility_setting uses them only for
   // ranks sharing a node without a list.
-  const std::string setting = cuda_visibility_setting([](const char* name) -> const char* { return std::getenv(name); },
-                                                      uses_mpi, uses_mpi ? node_gpu_uuids() : std::vector<std::string>{});
-  if (!setting.empty()) comm::set_environment({setting});
-  applied_visibility() = setting;
-  return setting;
+  applied_visibility() =
+      cuda_visibility_setting(environment, uses_mpi, uses_mpi ? node_gpu_uuids() : std::vector<std::string>{});
+  std::vector<std::string> settings;
+  for (const std::string& setting : {applied_visibility(), cuda_connections_setting(environment)})
+    if (!setting.empty()) settings.push_back(setting);
+  comm::set_environment(settings);
+  applied_settings() = settings;
+  return settings;
 }
+
+const std::vector<std::string>& applied_cuda_start_settings() { return applied_settings(); }
 
 const std::string& applied_cuda_visibility() { return applied_visibility(); }
 

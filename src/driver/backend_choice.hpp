@@ -53,10 +53,24 @@ std::string cuda_visibility_setting(const comm::EnvironmentLookup& lookup, bool 
 std::vector<std::string> node_gpu_uuids(const std::string& proc_root = "/proc/driver/nvidia",
                                         const std::string& dev_root = "/dev");
 
-// Sets cuda_visibility_setting() in this process's environment where the run will probably use
-// the GPU (as start_cuda_driver_load decides). Before any other thread starts (setenv) and
-// before CUDA loads. Returns what it set ("" if nothing), also kept for applied_cuda_visibility().
-std::string apply_cuda_visibility(const Options& options, bool uses_mpi);
+// How many hardware work queues (channels) CUDA gives this process's context: one, where the
+// user has not set CUDA_DEVICE_MAX_CONNECTIONS (an empty value counts as not set). CUDA's
+// default of 8 cost 0.06 s of every context's creation on one H200 and some of its teardown:
+// G1 and E1 0.43-0.46 s of wall against 0.32-0.38 s with one (bench/NOTES.md item 20). One
+// queue runs blockmm's streams in the order their work was issued, and that order is already
+// the one they need: the numeric phase issues chunk c's kernels before the copy of chunk c-1,
+// which waits for chunk c-1's kernels only, so copy and compute still overlap; the readers'
+// streams only copy host to device, at the link's rate either way (numeric and build phases
+// measured level with 8). Returns "CUDA_DEVICE_MAX_CONNECTIONS=1" or "".
+std::string cuda_connections_setting(const comm::EnvironmentLookup& lookup);
+
+// Sets cuda_visibility_setting() and cuda_connections_setting() in this process's environment
+// where the run will probably use the GPU (as start_cuda_driver_load decides). Before any other
+// thread starts (setenv) and before CUDA loads. Returns what it set, also kept for
+// applied_cuda_start_settings(); applied_cuda_visibility() is the visibility setting alone ("" if
+// none).
+std::vector<std::string> apply_cuda_start_settings(const Options& options, bool uses_mpi);
+const std::vector<std::string>& applied_cuda_start_settings();
 const std::string& applied_cuda_visibility();
 
 // Starts CUDA in the background when this run will probably use it; the returned future is

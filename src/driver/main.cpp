@@ -65,13 +65,13 @@ int main(int argc, char** argv) {
     return exit_code;
   }
 
-  // What MPI starts with where the user chose nothing (comm/mpi_start.hpp) and the one GPU CUDA
-  // is to see where that is known (driver/backend_choice.hpp), set while this is the only
-  // thread: CUDA's driver then loads beside MPI_Init (and the launcher's wire-up) where a GPU
-  // is likely.
+  // What MPI starts with where the user chose nothing (comm/mpi_start.hpp), and what CUDA starts
+  // with: the one GPU it is to see where that is known, one work queue (driver/backend_choice.hpp),
+  // set while this is the only thread: CUDA's driver then loads beside MPI_Init (and the
+  // launcher's wire-up) where a GPU is likely.
   const blockmm::comm::MpiMode mpi_mode = mpi_mode_from_environment();
   blockmm::comm::apply_mpi_start_settings(mpi_mode);
-  blockmm::driver::apply_cuda_visibility(options, blockmm::comm::mpi_will_start(mpi_mode));
+  blockmm::driver::apply_cuda_start_settings(options, blockmm::comm::mpi_will_start(mpi_mode));
   const std::shared_future<void> cuda_driver_load = blockmm::driver::start_cuda_driver_load(options);
   std::unique_ptr<blockmm::comm::Communicator> comm;
   try {

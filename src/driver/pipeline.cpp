@@ -119,7 +119,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.nodes_simulated = comm.simulated_nodes();
   // What blockmm set in its environment before MPI and CUDA started (main).
   stats.start_settings = comm::applied_mpi_start_settings();
-  if (!applied_cuda_visibility().empty()) stats.start_settings.push_back(applied_cuda_visibility());
+  for (const std::string& setting : applied_cuda_start_settings()) stats.start_settings.push_back(setting);
   // Threads and cores (driver/cores.hpp): --threads, OMP_NUM_THREADS, else the rank's share of
   // its node within the cores it is bound to; only Open MPI's unasked-for binding is widened.
   const CorePlan cores = choose_cores(options.threads, comm.node_rank(), comm.node_size());
