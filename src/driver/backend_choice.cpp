@@ -183,6 +183,14 @@ std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::
          }).share();
 }
 
+std::future<void> start_dense_library_load(const Options& options, std::int64_t input_bytes,
+                                           const kernels::BackendConfig::WorkEstimate& estimate) {
+  if (!cuda_likely(options, input_bytes)) return {};
+  return std::async(std::launch::async, [estimate, choices = cuda_choices_from_environment()] {
+    kernels::preload_dense_library(estimate, choices);
+  });
+}
+
 kernels::BackendConfig::WorkEstimate estimated_rank_work(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks,
                                                          int ranks) {
   kernels::BackendConfig::WorkEstimate estimate;

@@ -78,6 +78,14 @@ const std::string& applied_cuda_visibility();
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
                                             std::int64_t input_bytes);
 
+// Loads the dense GPU path's library (kernels::preload_dense_library) on a thread of its own
+// where the run will probably use the GPU and, by `estimate` (estimated_rank_work), the dense
+// path: beside the CUDA context's creation rather than beside the build, which on G1 left the
+// numeric phase waiting 0.014-0.026 s for it (bench/NOTES.md item 20). Empty future otherwise;
+// a load in flight is waited for by the future's destructor.
+std::future<void> start_dense_library_load(const Options& options, std::int64_t input_bytes,
+                                           const kernels::BackendConfig::WorkEstimate& estimate);
+
 // `estimate`: the rank's expected work, from the headers before any operand exists (backends
 // build their own operands, so the choice comes first). auto takes the GPU for enough
 // multiply-adds; the cuda backend uses it to prepare its dense path early.

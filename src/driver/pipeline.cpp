@@ -147,6 +147,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
       (a_file->header().k + b_file->header().k) * record_bytes<std::uint16_t>(a_file->header().m);
   std::shared_future<void> cuda_warm_up = start_cuda_warm_up(options, comm, input_bytes);
   const MatrixShape shape = a_file->header().shape();
+  const std::future<void> dense_library = start_dense_library_load(
+      options, input_bytes, estimated_rank_work(shape, a_file->header().k, b_file->header().k, comm.size()));
   stats.n = shape.n;
   stats.m = shape.m;
   for (const io::InputFile* file : {a_file.get(), b_file.get()}) {

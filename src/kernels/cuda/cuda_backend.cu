@@ -300,6 +300,26 @@ const cuda::DevicePattern& device_pattern(const ProductPattern& pattern) {
   return *device;
 }
 
+// Whether the dense path (and so cuBLAS) will likely run: its choice needs only these counts
+// (and a non-empty product).
+bool dense_library_needed(std::int64_t n, std::int32_t m, std::int32_t rows, std::int64_t block_products,
+                          const CudaChoices& choices) {
+  cuda::DenseProblem probe;
+  probe.n = n;
+  probe.m = m;
+  probe.rows = rows;
+  probe.tiles = 1;
+  probe.block_products = block_products;
+  return block_products > 0 && cuda::dense_path_pays(probe, choices);
+}
+
+void load_cublas() {
+  try {
+    (void)cuda::CublasLibrary::get();  // a load in flight on another thread is waited for
+  } catch (...) {  // the numeric phase reports it, where it needs the library
+  }
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const BackendConfig& config)
@@ -644,22 +664,11 @@ class CudaBackend final : public Backend {
 
   // When the dense path will (likely) run, cuBLAS (0.06-0.08 s to load on the H100 machine)
   // loads on a thread of its own, beside the build or the symbolic phase, not inside the numeric
-  // phase. The dense path's choice needs only these counts (and a non-empty product). Once per
-  // backend; the future's destructor waits for a load in flight.
+  // phase; where the driver started it beside the context (preload_dense_library), this waits
+  // for that load. Once per backend; the future's destructor waits for a load in flight.
   void preload_cublas_if_dense(std::int64_t n, std::int32_t m, std::int32_t rows, std::int64_t block_products) {
-    cuda::DenseProblem probe;
-    probe.n = n;
-    probe.m = m;
-    probe.rows = rows;
-    probe.tiles = 1;
-    probe.block_products = block_products;
-    if (cublas_preload_.valid() || !cuda::dense_path_pays(probe, choices_)) return;
-    cublas_preload_ = std::async(std::launch::async, [] {
-      try {
-        (void)cuda::CublasLibrary::get();
-      } catch (...) {  // the numeric phase reports it, where it needs the library
-      }
-    });
+    if (cublas_preload_.valid() || !dense_library_needed(n, m, rows, block_products, choices_)) return;
+    cublas_preload_ = std::async(std::launch::async, load_cublas);
   }
 
   // 80% of the device's free memory, shared among the ranks on this GPU.
@@ -713,6 +722,10 @@ std::string cuda_device_uuid(int device) {
 
 void warm_up_cuda(int device) {
   if (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void preload_dense_library(const BackendConfig::WorkEstimate& estimate, const CudaChoices& choices) {
+  if (dense_library_needed(estimate.n, estimate.m, estimate.rows, estimate.block_products, choices)) load_cublas();
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& config) { return std::make_unique<CudaBackend>(config); }

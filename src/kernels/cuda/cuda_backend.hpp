@@ -25,4 +25,10 @@ std::string cuda_device_uuid(int device);
 // the inputs. Never throws; a failure shows again when the backend is made.
 void warm_up_cuda(int device);
 
+// Loads cuBLAS (several hundred MB: 0.06-0.08 s) where the dense path will probably run this
+// work (the driver's estimate from the headers, the choices), so that the numeric phase finds it
+// loaded. Blocks while it loads: call it on a thread of its own, beside the context's creation.
+// Needs no context. Never throws; a failure shows again where the dense path needs the library.
+void preload_dense_library(const BackendConfig::WorkEstimate& estimate, const CudaChoices& choices);
+
 }  // namespace blockmm::kernels

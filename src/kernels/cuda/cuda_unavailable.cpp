@@ -14,4 +14,6 @@ std::string cuda_device_uuid(int /*device*/) { return ""; }
 
 void warm_up_cuda(int /*device*/) {}
 
+void preload_dense_library(const BackendConfig::WorkEstimate& /*estimate*/, const CudaChoices& /*choices*/) {}
+
 }  // namespace blockmm::kernels
