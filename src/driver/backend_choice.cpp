@@ -185,7 +185,7 @@ std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::
 
 std::future<void> start_dense_library_load(const Options& options, std::int64_t input_bytes,
                                            const kernels::BackendConfig::WorkEstimate& estimate) {
-  if (!cuda_likely(options, input_bytes)) return {};
+  if (!cuda_likely(options, input_bytes) || !kernels::cuda_device_may_exist()) return {};
   return std::async(std::launch::async, [estimate, choices = cuda_choices_from_environment()] {
     kernels::preload_dense_library(estimate, choices);
   });

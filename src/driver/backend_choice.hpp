@@ -79,10 +79,11 @@ std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::
                                             std::int64_t input_bytes);
 
 // Loads the dense GPU path's library (kernels::preload_dense_library) on a thread of its own
-// where the run will probably use the GPU and, by `estimate` (estimated_rank_work), the dense
-// path: beside the CUDA context's creation rather than beside the build, which on G1 left the
-// numeric phase waiting 0.014-0.026 s for it (bench/NOTES.md item 20). Empty future otherwise;
-// a load in flight is waited for by the future's destructor.
+// where the run will probably use the GPU, a GPU may exist here (kernels::cuda_device_may_exist)
+// and, by `estimate` (estimated_rank_work), the dense path will run: beside the CUDA context's
+// creation rather than beside the build, which on G1 left the numeric phase waiting 0.014-0.026
+// s for it (bench/NOTES.md item 20). Empty future otherwise; a load in flight is waited for by
+// the future's destructor.
 std::future<void> start_dense_library_load(const Options& options, std::int64_t input_bytes,
                                            const kernels::BackendConfig::WorkEstimate& estimate);
 

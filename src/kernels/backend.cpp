@@ -45,13 +45,16 @@ std::unique_ptr<Operand> Backend::slice_rows(std::unique_ptr<Operand>, std::int3
   throw Error(ExitCode::other, "internal error: the " + name() + " backend does not build whole inputs");
 }
 
-bool cuda_device_available() {
-  // Asking the CUDA runtime costs a driver load (~0.1-0.3 s); skip it where no GPU can exist.
+bool cuda_device_may_exist() {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (visible != nullptr && (std::strlen(visible) == 0 || std::strcmp(visible, "-1") == 0)) return false;
   struct stat st {};
-  if (stat("/dev/nvidiactl", &st) != 0 && stat("/dev/nvidia0", &st) != 0) return false;
-  return cuda_device_count() > 0;
+  return stat("/dev/nvidiactl", &st) == 0 || stat("/dev/nvidia0", &st) == 0;
+}
+
+bool cuda_device_available() {
+  // Asking the CUDA runtime costs a driver load (~0.1-0.3 s); skip it where no GPU can exist.
+  return cuda_device_may_exist() && cuda_device_count() > 0;
 }
 
 }  // namespace blockmm::kernels

@@ -157,4 +157,8 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendConfig& con
 // never creates a CUDA context when no device node exists.
 bool cuda_device_available();
 
+// Whether a GPU can be here at all, without asking CUDA (which loads its driver, ~0.1 s):
+// CUDA_VISIBLE_DEVICES does not hide every device and the driver's device nodes exist.
+bool cuda_device_may_exist();
+
 }  // namespace blockmm::kernels

@@ -138,20 +138,6 @@ TEST(CudaVisibility, NothingWhereTheEnvironmentDoesNotTell) {
             "");
 }
 
-std::string connections(const char* value) {
-  return cuda_connections_setting([&](const char* name) -> const char* {
-    return std::string(name) == "CUDA_DEVICE_MAX_CONNECTIONS" ? value : nullptr;
-  });
-}
-
-TEST(CudaConnections, OneWorkQueueUnlessTheUserChoseACount) {
-  EXPECT_EQ(connections(nullptr), "CUDA_DEVICE_MAX_CONNECTIONS=1");
-  EXPECT_EQ(connections(""), "CUDA_DEVICE_MAX_CONNECTIONS=1");  // empty counts as not set
-  EXPECT_EQ(connections("8"), "");
-  EXPECT_EQ(connections("1"), "");
-  EXPECT_EQ(connections("32"), "");
-}
-
 TEST(CudaVisibility, RanksSharingANodeWithoutAListTakeTheirGpuOfTheNode) {
   const std::vector<std::string> gpus{"GPU-a", "GPU-b", "GPU-c", "GPU-d"};
   for (int r = 0; r < 6; ++r) {
@@ -223,6 +209,20 @@ TEST(WorkEstimate, EvenlySpreadBlocksSharedAmongRanks) {
   const auto huge = estimated_rank_work(MatrixShape{2147483647, 1}, 2147483647, 2147483647, 1);
   EXPECT_GT(huge.block_products, 0);
   EXPECT_GT(estimated_macs(huge), 0);
+}
+
+std::string connections(const char* value) {
+  return cuda_connections_setting([&](const char* name) -> const char* {
+    return std::string(name) == "CUDA_DEVICE_MAX_CONNECTIONS" ? value : nullptr;
+  });
+}
+
+TEST(CudaConnections, OneWorkQueueUnlessTheUserChoseACount) {
+  EXPECT_EQ(connections(nullptr), "CUDA_DEVICE_MAX_CONNECTIONS=1");
+  EXPECT_EQ(connections(""), "CUDA_DEVICE_MAX_CONNECTIONS=1");  // empty counts as not set
+  EXPECT_EQ(connections("8"), "");
+  EXPECT_EQ(connections("1"), "");
+  EXPECT_EQ(connections("32"), "");
 }
 
 }  // namespace
