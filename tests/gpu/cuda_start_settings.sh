@@ -3,11 +3,7 @@
 # queue unless the user chose a count, listed in --stats=json's start_settings, and the same
 # bytes as the cpu backend either way. Skips (77) without a GPU.
 set -euo pipefail
-build=${BLOCKMM_BUILD_DIR:?}
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIP: no NVIDIA GPU visible"; exit 77
-fi
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/require_gpu.sh"
 "$build/blockmm-gen" "$work/A.bin" --n 4096 --m 4 --density 0.05 --max-value 65535 --seed 21 -q
 "$build/blockmm-gen" "$work/B.bin" --n 4096 --m 4 --density 0.05 --max-value 65535 --seed 22 -q
 "$build/blockmm" --backend cpu -q "$work/A.bin" "$work/B.bin" "$work/cpu.bin"

@@ -4,11 +4,7 @@
 # distribution where the device build is off and across simulated nodes, and a duplicate block
 # reported as one process reports it. Skips (77) without a GPU.
 set -Eeuo pipefail
-build=${BLOCKMM_BUILD_DIR:?}
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIP: no NVIDIA GPU visible"; exit 77
-fi
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/require_gpu.sh"
 # Which step failed, and with what (it failed twice in about 25 runs, both times on a freshly
 # started machine with other GPU tests beside it, and the logs kept only the exit).
 trap 'rc=$?; echo "FAIL: line $LINENO: $BASH_COMMAND exited $rc"; tail -5 "$work"/*.json 2>/dev/null; exit $rc' ERR
