@@ -57,11 +57,6 @@ std::int64_t input_file_bytes(const Options& options) {
   return input_bytes;
 }
 
-std::string& applied_visibility() {
-  static std::string setting;
-  return setting;
-}
-
 std::vector<std::string>& applied_settings() {
   static std::vector<std::string> settings;
   return settings;
@@ -144,10 +139,10 @@ std::vector<std::string> apply_cuda_start_settings(const Options& options, bool 
   const comm::EnvironmentLookup environment = [](const char* name) -> const char* { return std::getenv(name); };
   // The driver's files cost microseconds to read; cuda_visibility_setting uses them only for
   // ranks sharing a node without a list.
-  applied_visibility() =
-      cuda_visibility_setting(environment, uses_mpi, uses_mpi ? node_gpu_uuids() : std::vector<std::string>{});
   std::vector<std::string> settings;
-  for (const std::string& setting : {applied_visibility(), cuda_connections_setting(environment)})
+  for (const std::string& setting :
+       {cuda_visibility_setting(environment, uses_mpi, uses_mpi ? node_gpu_uuids() : std::vector<std::string>{}),
+        cuda_connections_setting(environment)})
     if (!setting.empty()) settings.push_back(setting);
   comm::set_environment(settings);
   applied_settings() = settings;
@@ -156,7 +151,11 @@ std::vector<std::string> apply_cuda_start_settings(const Options& options, bool 
 
 const std::vector<std::string>& applied_cuda_start_settings() { return applied_settings(); }
 
-const std::string& applied_cuda_visibility() { return applied_visibility(); }
+std::string applied_cuda_visibility() {
+  for (const std::string& setting : applied_settings())
+    if (setting.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) return setting;
+  return "";
+}
 
 std::shared_future<void> start_cuda_driver_load(const Options& options) {
   if (!cuda_likely(options, input_file_bytes(options))) return {};

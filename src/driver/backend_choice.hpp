@@ -71,7 +71,7 @@ std::string cuda_connections_setting(const comm::EnvironmentLookup& lookup);
 // none).
 std::vector<std::string> apply_cuda_start_settings(const Options& options, bool uses_mpi);
 const std::vector<std::string>& applied_cuda_start_settings();
-const std::string& applied_cuda_visibility();
+std::string applied_cuda_visibility();
 
 // Starts CUDA in the background when this run will probably use it; the returned future is
 // waited for by choose_backend (empty when nothing was started).

@@ -147,6 +147,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
       (a_file->header().k + b_file->header().k) * record_bytes<std::uint16_t>(a_file->header().m);
   std::shared_future<void> cuda_warm_up = start_cuda_warm_up(options, comm, input_bytes);
   const MatrixShape shape = a_file->header().shape();
+  // (Held for its destructor, which waits for a load still in flight when the run ends.)
   const std::future<void> dense_library = start_dense_library_load(
       options, input_bytes, estimated_rank_work(shape, a_file->header().k, b_file->header().k, comm.size()));
   stats.n = shape.n;
@@ -352,9 +353,9 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   mine.write = report.sink_seconds;
   mine.numeric_compute = report.compute_seconds;
   // "GPU 0" is the rank's own view; where blockmm narrowed what CUDA sees, it names the GPU too.
-  const std::string my_device = report.device.rfind("GPU ", 0) == 0 && !applied_cuda_visibility().empty()
-                                    ? report.device + " [" + applied_cuda_visibility() + "]"
-                                    : report.device;
+  const std::string visibility = applied_cuda_visibility();
+  const std::string my_device =
+      report.device.rfind("GPU ", 0) == 0 && !visibility.empty() ? report.device + " [" + visibility + "]" : report.device;
   stats.device = my_device;
   stats.backend_steps = backend->step_seconds();
   for (int r = 0; r < comm.size(); ++r) {  // each rank's device, for --stats=json's "gpus"
