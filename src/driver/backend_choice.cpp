@@ -26,7 +26,7 @@ namespace {
 int device_for(const comm::Communicator& comm, int devices) { return devices > 0 ? comm.node_rank() % devices : 0; }
 
 // Developer settings for comparisons (bench/): the driver reads them, the backend only sees
-// its config. BLOCKMM_CUDA_DENSE=1|0, BLOCKMM_CUDA_DENSE_TYPE=f64, BLOCKMM_CUDA_GENERIC=1,
+// its config. BLOCKMM_CUDA_DENSE=1|0, BLOCKMM_CUDA_DENSE_TYPE=f64|planes, BLOCKMM_CUDA_GENERIC=1,
 // BLOCKMM_CUDA_BUILD=host|device.
 kernels::CudaChoices cuda_choices_from_environment() {
   kernels::CudaChoices choices;
@@ -36,7 +36,8 @@ kernels::CudaChoices cuda_choices_from_environment() {
   };
   if (value("BLOCKMM_CUDA_DENSE") == "1") choices.dense = kernels::CudaChoices::Dense::always;
   if (value("BLOCKMM_CUDA_DENSE") == "0") choices.dense = kernels::CudaChoices::Dense::never;
-  choices.dense_float64 = value("BLOCKMM_CUDA_DENSE_TYPE") == "f64";
+  if (value("BLOCKMM_CUDA_DENSE_TYPE") == "f64") choices.dense_type = kernels::CudaChoices::DenseType::float64;
+  if (value("BLOCKMM_CUDA_DENSE_TYPE") == "planes") choices.dense_type = kernels::CudaChoices::DenseType::byte_planes;
   choices.generic_kernel = value("BLOCKMM_CUDA_GENERIC") == "1";
   if (value("BLOCKMM_CUDA_BUILD") == "host") choices.build = kernels::CudaChoices::Build::host;
   if (value("BLOCKMM_CUDA_BUILD") == "device") choices.build = kernels::CudaChoices::Build::device;

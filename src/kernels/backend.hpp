@@ -122,8 +122,11 @@ std::string to_string(BackendKind kind);
 struct CudaChoices {
   enum class Dense { automatic, always, never };
   enum class Build { automatic, device, host };
+  // The dense tiles' encoding: automatic takes the fewest int8 products that are exact for the
+  // operands' largest value; byte_planes the four offset byte-plane products whatever the values.
+  enum class DenseType { automatic, byte_planes, float64 };
   Dense dense = Dense::automatic;  // dense tensor-core tiles vs sparse tile kernels
-  bool dense_float64 = false;      // float64 dense tiles even where int8 byte planes are exact
+  DenseType dense_type = DenseType::automatic;
   bool generic_kernel = false;     // the generic tile kernel for every block size
   Build build = Build::automatic;  // host: build CSR/CSC on the host and upload (the fallback)
   std::int64_t symbolic_batch_bytes = 0;  // scratch of one symbolic batch; 0: a quarter of the room

@@ -49,17 +49,26 @@ class AppendingSink final : public RecordSink {
   std::int64_t start_;
 };
 
-// Runs `body` once for each encoding of the dense path (int8 byte planes, the default for
-// n <= 131056, and float64), with the dense path forced.
+// Runs `body` once for each encoding choice of the dense path, with the dense path forced: the
+// automatic one (the fewest int8 products exact for the values; `path` "dense int8"), the four
+// offset byte-plane products whatever the values, and float64.
 template <typename Body>
 void for_each_dense_encoding(Body&& body) {
+  using DenseType = CudaChoices::DenseType;
   g_cuda.dense = CudaChoices::Dense::always;
-  for (const char* encoding : {"int8", "f64"}) {
-    SCOPED_TRACE(std::string("dense ") + encoding);
-    g_cuda.dense_float64 = encoding == std::string("f64");
-    body(std::string(encoding == std::string("int8") ? "int8 byte-plane" : "float64"));
+  const std::pair<DenseType, const char*> choices[] = {
+      {DenseType::automatic, "dense int8"}, {DenseType::byte_planes, "int8 byte-plane"}, {DenseType::float64, "float64"}};
+  for (const auto& [type, path] : choices) {
+    SCOPED_TRACE(std::string("dense ") + path);
+    g_cuda.dense_type = type;
+    body(std::string(path));
     if (::testing::Test::HasFatalFailure()) return;
   }
+}
+
+// The dense path's automatic encoding for operands whose largest value is `largest`.
+std::string narrowest_dense_path(std::uint32_t largest) {
+  return largest <= 127 ? "int8 one-plane" : largest <= 4222 ? "int8 split-plane" : "int8 byte-plane";
 }
 
 // `path`, when given, must appear in the backend's description of the run (which dense path ran).
@@ -335,28 +344,67 @@ TEST_F(CudaBackend, DenseTilesSaturateExactly) {
   });
 }
 
-// Every value at 65535 (both bytes 255: the largest byte products) or 0, and n not a multiple
-// of the int8 planes' padding: the exact sums near 2^32, on either side of saturation.
+// Every value at the largest of an encoding (65535: both bytes 255; 4222: the split planes'
+// hi 65 and lo 62; 127: one plane), one a block 0 where m > 1, and n not a multiple of the int8
+// planes' padding: row
+// times column sums of w m terms of v^2, with w on either side of saturation (2^32 / (m v^2))
+// where such a w is small enough to test.
 TEST_F(CudaBackend, DenseTilesAtTheSaturationEdge) {
   for_each_dense_encoding([](const std::string& path) {
-    for (std::int32_t m : {1, 3, 8}) {
-      // n such that a full row times a full column sums n * 65535^2: just below and above 2^32.
-      for (const std::int64_t blocks_per_row : {std::int64_t{1}, std::int64_t{2}}) {
-        const std::int32_t n = m * 37;
-        std::vector<std::tuple<int, int, std::vector<std::uint16_t>>> a_blocks, b_blocks;
-        for (int i = 0; i < n / m; ++i)
-          for (int j = 0; j < blocks_per_row; ++j) {
-            std::vector<std::uint16_t> values(static_cast<std::size_t>(m) * m, 65535);
-            values[static_cast<std::size_t>(i % (m * m))] = 0;
-            a_blocks.emplace_back(i, (i + j) % (n / m), values);
-            b_blocks.emplace_back((i + j) % (n / m), i, values);
-          }
-        expect_same(make_records(n, m, a_blocks), make_records(n, m, b_blocks),
-                    "edge m=" + std::to_string(m) + " blocks/row=" + std::to_string(blocks_per_row),
-                    std::int64_t{256} << 20, 0, path);
+    for (const std::uint32_t v : {65535u, 4222u, 127u}) {
+      for (std::int32_t m : {1, 3, 8}) {
+        const std::int64_t edge = 4294967295LL / (std::int64_t{m} * v * v);
+        const std::vector<std::int64_t> widths =
+            edge <= 300 ? std::vector<std::int64_t>{std::max<std::int64_t>(1, edge), edge + 1} : std::vector<std::int64_t>{1, 2, 40};
+        for (const std::int64_t blocks_per_row : widths) {
+          const std::int32_t p = static_cast<std::int32_t>(std::max<std::int64_t>(37, blocks_per_row + 2));
+          const std::int32_t n = m * p;
+          std::vector<std::tuple<int, int, std::vector<std::uint16_t>>> a_blocks, b_blocks;
+          for (int i = 0; i < p; ++i)
+            for (int j = 0; j < blocks_per_row; ++j) {
+              std::vector<std::uint16_t> values(static_cast<std::size_t>(m) * m, static_cast<std::uint16_t>(v));
+              if (m > 1) values[static_cast<std::size_t>(i % (m * m))] = 0;
+              a_blocks.emplace_back(i, (i + j) % p, values);
+              b_blocks.emplace_back((i + j) % p, i, values);
+            }
+          const std::string expected = path == "dense int8" ? narrowest_dense_path(v) : path;
+          expect_same(make_records(n, m, a_blocks), make_records(n, m, b_blocks),
+                      "edge v=" + std::to_string(v) + " m=" + std::to_string(m) + " blocks/row=" + std::to_string(blocks_per_row),
+                      std::int64_t{256} << 20, 0, expected);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
       }
     }
   });
+}
+
+// The automatic dense encoding on random cases across its boundaries (largest value 1, 127 |
+// 128, 4222 | 4223, 65535), each case's largest value present in A or B: the path the values
+// allow, byte-identical to the reference, with empty rows and columns, zero blocks and one-tile
+// chunks among them.
+TEST_F(CudaBackend, DenseNarrowValuesTakeTheFewestExactProducts) {
+  g_cuda.dense = CudaChoices::Dense::always;
+  std::mt19937_64 rng(4222);
+  int c = 0;
+  for (const std::uint32_t largest : {1u, 127u, 128u, 4222u, 4223u, 65535u}) {
+    for (int round = 0; round < 12; ++round, ++c) {
+      RandomSpec spec = random_spec(rng, 30);
+      spec.max_value = largest;
+      spec.density = std::uniform_real_distribution<double>(0.05, 1.0)(rng);
+      InputRecords a = random_blocks(spec, rng);
+      InputRecords b = random_blocks(spec, rng);
+      InputRecords& holder = c % 2 == 0 ? a : b;
+      if (holder.size() == 0) continue;
+      // The largest value itself, somewhere in a block that is kept (its other values may be 0).
+      auto* values = reinterpret_cast<std::uint16_t*>(holder.record(holder.size() / 2) + 8);
+      values[static_cast<std::size_t>(c) % (static_cast<std::size_t>(spec.m) * spec.m)] = static_cast<std::uint16_t>(largest);
+      expect_same(a, b,
+                  "largest " + std::to_string(largest) + " case " + std::to_string(round) + " n=" + std::to_string(spec.n) +
+                      " m=" + std::to_string(spec.m),
+                  c % 3 == 0 ? 1 : std::int64_t{256} << 20, 0, narrowest_dense_path(largest));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
 }
 
 TEST_F(CudaBackend, DenseTilesUnderATinyBudgetSplitColumnsAndRows) {

@@ -49,21 +49,57 @@ TEST(DensePlan, PaysAboveTheDenseFractionUnlessForced) {
 
 TEST(DensePlan, Int8PlanesWhereTheirSumsAreExact) {
   const CudaChoices automatic;
-  EXPECT_EQ(dense_encoding(kInt8MaxOrder, automatic), DenseEncoding::int8_planes);
-  EXPECT_EQ(dense_encoding(kInt8MaxOrder + 1, automatic), DenseEncoding::float64);
+  EXPECT_EQ(dense_encoding(kInt8MaxOrder, 65535, automatic), DenseEncoding::int8_planes);
+  EXPECT_EQ(dense_encoding(kInt8MaxOrder + 1, 65535, automatic), DenseEncoding::float64);
+  EXPECT_EQ(dense_encoding(kInt8MaxOrder + 1, 1, automatic), DenseEncoding::float64);
   CudaChoices f64;
-  f64.dense_float64 = true;
-  EXPECT_EQ(dense_encoding(1024, f64), DenseEncoding::float64);
-  // The int8 bound: padded K times 2^14 (the largest |X'Y'|) stays below 2^31.
+  f64.dense_type = CudaChoices::DenseType::float64;
+  EXPECT_EQ(dense_encoding(1024, 1, f64), DenseEncoding::float64);
+  // The int8 bound: padded K times 2^14 (the largest |X'Y'|, and above 127^2) stays below 2^31.
   EXPECT_LT(pad_to_planes(kInt8MaxOrder) * (std::int64_t{1} << 14), std::int64_t{1} << 31);
+  EXPECT_LT(127 * 127, 1 << 14);
+}
+
+// The fewest products the values allow: one plane up to 127, three split planes up to 4222,
+// the four byte-plane products above (or whenever they are asked for).
+TEST(DensePlan, NarrowValuesTakeFewerProducts) {
+  const CudaChoices automatic;
+  EXPECT_EQ(dense_encoding(4096, 0, automatic), DenseEncoding::int8_narrow);
+  EXPECT_EQ(dense_encoding(4096, 127, automatic), DenseEncoding::int8_narrow);
+  EXPECT_EQ(dense_encoding(4096, 128, automatic), DenseEncoding::int8_split);
+  EXPECT_EQ(dense_encoding(4096, 4222, automatic), DenseEncoding::int8_split);
+  EXPECT_EQ(dense_encoding(4096, 4223, automatic), DenseEncoding::int8_planes);
+  EXPECT_EQ(dense_encoding(4096, 65535, automatic), DenseEncoding::int8_planes);
+  CudaChoices planes;
+  planes.dense_type = CudaChoices::DenseType::byte_planes;
+  EXPECT_EQ(dense_encoding(4096, 1, planes), DenseEncoding::int8_planes);
+  EXPECT_EQ(products_of(DenseEncoding::int8_narrow), 1);
+  EXPECT_EQ(products_of(DenseEncoding::int8_split), 3);
+  EXPECT_EQ(products_of(DenseEncoding::int8_planes), 4);
+  // Every value up to kSplitMax splits into int8 planes (hi + lo <= 127 and so hi, lo too);
+  // the next one does not.
+  const auto sum_of_halves = [](std::uint32_t u) { return (u >> kSplitShift) + (u & ((1u << kSplitShift) - 1)); };
+  for (std::uint32_t u = 0; u <= kSplitMax; ++u) ASSERT_LE(sum_of_halves(u), 127u) << u;
+  EXPECT_GT(sum_of_halves(kSplitMax + 1), 127u);
+  // The split form's reassembly (2^12 hh + 2^6 (ss - hh - ll) + ll) is the product, for every
+  // pair of values at the edges and a sample between.
+  std::mt19937_64 rng(5);
+  for (int c = 0; c < 100000; ++c) {
+    const std::uint32_t x = c < 4 ? (c % 2 ? kSplitMax : 0) : std::uniform_int_distribution<std::uint32_t>(0, kSplitMax)(rng);
+    const std::uint32_t y = c < 4 ? (c / 2 ? kSplitMax : 0) : std::uniform_int_distribution<std::uint32_t>(0, kSplitMax)(rng);
+    const std::int64_t hx = x >> kSplitShift, lx = x & 63, hy = y >> kSplitShift, ly = y & 63;
+    const std::int64_t hh = hx * hy, ll = lx * ly, ss = (hx + lx) * (hy + ly);
+    ASSERT_EQ((hh << (2 * kSplitShift)) + ((ss - hh - ll) << kSplitShift) + ll, std::int64_t{x} * y) << x << " " << y;
+  }
 }
 
 TEST(DensePlan, TilesFitTheRoomAndBStaysResidentWhenItFits) {
-  for (const DenseEncoding encoding : {DenseEncoding::int8_planes, DenseEncoding::float64}) {
+  for (const DenseEncoding encoding : {DenseEncoding::int8_narrow, DenseEncoding::int8_split, DenseEncoding::int8_planes,
+                                       DenseEncoding::float64}) {
     const DensePlan roomy = plan_dense(problem(16384, 8, std::int64_t{40} << 30), encoding);
     EXPECT_TRUE(roomy.b_resident);
     EXPECT_EQ(roomy.col_tiles, 1);
-    EXPECT_EQ(roomy.max_rows_per_tile, static_cast<std::int32_t>(kMaxDenseTileRows / 8));
+    EXPECT_EQ(roomy.max_rows_per_tile, static_cast<std::int32_t>(max_tile_rows(encoding) / 8));
     EXPECT_LE(roomy.workspace_bytes, std::int64_t{40} << 30);
     std::mt19937_64 rng(3);
     for (int c = 0; c < 200; ++c) {
@@ -84,6 +120,19 @@ TEST(DensePlan, TilesFitTheRoomAndBStaysResidentWhenItFits) {
       }
     }
   }
+}
+
+// A chunk holds --chunk-size bytes of output records, unless its two buffers would pass a
+// quarter of the room; never less than one tile.
+TEST(DensePlan, ChunksHoldTheChunkSizeWhereTwoFitAQuarterOfTheRoom) {
+  DenseProblem pr = problem(16384, 8, std::int64_t{40} << 30);
+  pr.chunk_bytes = std::int64_t{256} << 20;
+  EXPECT_EQ(plan_dense(pr, DenseEncoding::int8_split).chunk_tiles, pr.chunk_bytes / pr.record_bytes);
+  pr.room = std::int64_t{1} << 30;  // a quarter: 256 MiB, so 128 MiB a buffer
+  EXPECT_EQ(plan_dense(pr, DenseEncoding::int8_narrow).chunk_tiles, (std::int64_t{128} << 20) / pr.record_bytes);
+  pr.room = std::int64_t{40} << 30;
+  pr.chunk_bytes = 1;
+  EXPECT_EQ(plan_dense(pr, DenseEncoding::int8_planes).chunk_tiles, 1);
 }
 
 TEST(DensePlan, ChunkRowsCoverEveryRowOnceWithinTheirLimits) {

@@ -474,9 +474,9 @@ class CudaBackend final : public Backend {
     problem.chunk_bytes = options.chunk_bytes;
     problem.record_bytes = record_bytes<std::uint32_t>(m);
     if (cuda::dense_path_pays(problem, choices_)) {
-      const cuda::DenseEncoding encoding = cuda::dense_encoding(a.shape.n, choices_);
-      report.device += encoding == cuda::DenseEncoding::int8_planes ? ", dense int8 byte-plane tiles (cuBLAS)"
-                                                                    : ", dense float64 tiles (cuBLAS)";
+      const cuda::DenseEncoding encoding =
+          cuda::dense_encoding(a.shape.n, largest_value(a, b, pipeline.compute()), choices_);
+      report.device += std::string(", ") + cuda::describe(encoding);
       numeric_dense(a, b, pattern, sink, options, cuda::plan_dense(problem, encoding), params, pipeline, report);
     } else {
       numeric_sparse(a, pattern, sink, options, room, params, pipeline, report);
@@ -524,9 +524,28 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // Dense path: panels of A and B expanded to dense tiles (int8 byte planes, or float64 where n
-  // is too large for the planes' int32 sums: dense_kernels.cuh), multiplied by cuBLAS, and the
-  // pattern's tiles gathered back. Chunks are runs of whole block-rows (dense_plan.hpp).
+  // The largest value of both operands' blocks (which int8 encoding is exact): one pass over
+  // their values, about 0.3 ms a GB.
+  static std::uint32_t largest_value(const cuda::DeviceOperand& a, const cuda::DeviceOperand& b, cudaStream_t stream) {
+    DeviceArray<unsigned int> largest(1);
+    BLOCKMM_CUDA_CHECK(cudaMemsetAsync(largest.get(), 0, sizeof(unsigned int), stream));
+    for (const cuda::DeviceOperand* operand : {&a, &b}) {
+      const std::int64_t count = operand->blocks() * operand->shape.block_values();
+      if (count == 0) continue;
+      cuda::largest_value<<<std::min(cuda::grid_for(count / 8), 2048u), 256, 0, stream>>>(
+          operand->d_values.get(), count, largest.get());
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+    }
+    unsigned int host = 0;
+    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(&host, largest.get(), sizeof host, cudaMemcpyDeviceToHost, stream));
+    BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return host;
+  }
+
+  // Dense path: panels of A and B expanded to dense tiles (int8 planes, as few as the values
+  // allow, or float64 where n is too large for their int32 sums: dense_kernels.cuh), multiplied
+  // by cuBLAS, and the pattern's tiles gathered back. Chunks are runs of whole block-rows
+  // (dense_plan.hpp).
   void numeric_dense(const cuda::DeviceOperand& a, const cuda::DeviceOperand& b, const cuda::DevicePattern& pattern,
                      RecordSink& sink, const NumericOptions& options, const cuda::DensePlan& plan,
                      const cuda::TileParams& params, ChunkPipeline& pipeline, NumericReport& report) {
@@ -535,31 +554,42 @@ class CudaBackend final : public Backend {
     const std::int64_t n = a.shape.n;
     const std::int32_t p = a.shape.block_rows();
     const std::int64_t stride = record_bytes<std::uint32_t>(m);
-    const bool planes = plan.encoding == cuda::DenseEncoding::int8_planes;
+    const cuda::DenseEncoding encoding = plan.encoding;
+    const bool planes = encoding != cuda::DenseEncoding::float64;  // int8 plane vectors
+    const bool offset_sums = encoding == cuda::DenseEncoding::int8_planes;
+    const int plane_count = cuda::planes_of(encoding);
     const auto padded = [&](std::int64_t x) { return planes ? cuda::pad_to_planes(x) : x; };
     const std::int64_t k_pitch = plan.k_pitch;
     const std::int32_t cols_per_tile = plan.cols_per_tile;
     const std::int32_t col_tiles = plan.col_tiles;
     const OutputLayout& layout = pattern.layout();
 
+    const auto setup_start = std::chrono::steady_clock::now();
     const std::vector<std::int32_t> chunk_row = cuda::dense_chunk_rows(plan, layout.row_ptr);
     std::vector<OutputChunk> chunks;
     for (std::size_t c = 0; c + 1 < chunk_row.size(); ++c)
       chunks.push_back({layout.row_ptr[chunk_row[c]], layout.row_ptr[chunk_row[c + 1]] - layout.row_ptr[chunk_row[c]]});
-    const std::int64_t tile_rows_max = static_cast<std::int64_t>(plan.max_rows_per_tile) * m;
+    // A tiles as large as the largest chunk (at most the plan's rows: fewer where the chunks,
+    // not the room, limit the rows; G1's products took 3.2 GB for chunks that use 0.6 GB).
+    std::int32_t chunk_rows_max = 0;
+    for (std::size_t c = 0; c + 1 < chunk_row.size(); ++c) chunk_rows_max = std::max(chunk_rows_max, chunk_row[c + 1] - chunk_row[c]);
+    const std::int64_t tile_rows_max = static_cast<std::int64_t>(chunk_rows_max) * m;
     const std::int64_t tile_cols_max = static_cast<std::int64_t>(cols_per_tile) * m;
     const auto count = [](std::int64_t x) { return static_cast<std::size_t>(x); };
-    // float64 tiles, or int8 planes [A_hi; A_lo] (2 padded rows, each k_pitch long), [B_hi, B_lo]
-    // and their int32 product with its four quadrants; only one set is allocated.
+    // float64 tiles, or int8 plane vectors (each k_pitch long: the planes of the A tile's padded
+    // rows one after the other, likewise B's columns) and their int32 products (the byte planes'
+    // one GEMM of four quadrants, or one product a plane); only one set is allocated.
     double* d_a = pipeline.keep(DeviceArray<double>(planes ? 0 : count(tile_rows_max * n)));
     double* d_b = pipeline.keep(DeviceArray<double>(planes ? 0 : count(n * tile_cols_max)));
     double* d_c = pipeline.keep(DeviceArray<double>(planes ? 0 : count(tile_rows_max * tile_cols_max)));
-    std::int8_t* d_a8 = pipeline.keep(DeviceArray<std::int8_t>(planes ? count(2 * padded(tile_rows_max) * k_pitch) : 0));
-    std::int8_t* d_b8 = pipeline.keep(DeviceArray<std::int8_t>(planes ? count(2 * padded(tile_cols_max) * k_pitch) : 0));
-    std::int32_t* d_c32 =
-        pipeline.keep(DeviceArray<std::int32_t>(planes ? count(4 * padded(tile_rows_max) * padded(tile_cols_max)) : 0));
-    std::int32_t* d_a_sums = pipeline.keep(DeviceArray<std::int32_t>(planes ? count(2 * padded(tile_rows_max)) : 0));
-    std::int32_t* d_b_sums = pipeline.keep(DeviceArray<std::int32_t>(planes ? count(2 * padded(tile_cols_max)) : 0));
+    std::int8_t* d_a8 =
+        pipeline.keep(DeviceArray<std::int8_t>(planes ? count(plane_count * padded(tile_rows_max) * k_pitch) : 0));
+    std::int8_t* d_b8 =
+        pipeline.keep(DeviceArray<std::int8_t>(planes ? count(plane_count * padded(tile_cols_max) * k_pitch) : 0));
+    std::int32_t* d_c32 = pipeline.keep(DeviceArray<std::int32_t>(
+        planes ? count(cuda::products_of(encoding) * padded(tile_rows_max) * padded(tile_cols_max)) : 0));
+    std::int32_t* d_a_sums = pipeline.keep(DeviceArray<std::int32_t>(offset_sums ? count(2 * padded(tile_rows_max)) : 0));
+    std::int32_t* d_b_sums = pipeline.keep(DeviceArray<std::int32_t>(offset_sums ? count(2 * padded(tile_cols_max)) : 0));
     // Every (chunk, column tile)'s work units go up once; each row's tiles split at the column
     // tiles' edges (downloaded offsets) when B does not fit one tile.
     const std::vector<std::int64_t> split =
@@ -581,17 +611,27 @@ class CudaBackend final : public Backend {
     const WorkUnit* d_units = pipeline.keep(cuda::upload(units.data(), static_cast<std::int64_t>(units.size()), compute));
     const std::int32_t* d_cols = pattern.d_col.get();
     const auto load_start = std::chrono::steady_clock::now();
+    steps_["numeric: dense buffers and units"] += std::chrono::duration<double>(load_start - setup_start).count();
     if (cublas_preload_.valid()) cublas_preload_.wait();
     CublasHandle& blas = pipeline.keep_object(std::make_shared<CublasHandle>(compute));
     steps_["numeric: load cuBLAS (wait)"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     bool b_expanded = false;
 
-    // The encoding of value 0 (-128) for the n real entries of `vectors` plane vectors, 0 for
-    // their padding (which then adds nothing to the product or the sums).
+    // The encoding of value 0 for the n real entries of `vectors` plane vectors (-128 in the
+    // offset byte planes, 0 in the narrow ones), 0 for their padding (which then adds nothing to
+    // the products or the sums).
     const auto clear_planes = [&](std::int8_t* planes_data, std::int64_t vectors) {
-      BLOCKMM_CUDA_CHECK(cudaMemsetAsync(planes_data, 0x80, count(vectors * k_pitch), compute));
-      if (k_pitch > n)
+      BLOCKMM_CUDA_CHECK(cudaMemsetAsync(planes_data, offset_sums ? 0x80 : 0, count(vectors * k_pitch), compute));
+      if (offset_sums && k_pitch > n)
         BLOCKMM_CUDA_CHECK(cudaMemset2DAsync(planes_data + n, count(k_pitch), 0, count(k_pitch - n), count(vectors), compute));
+    };
+    // One product a plane (the narrow encodings): plane q of the A tile times plane q of the B
+    // tile into product q.
+    const auto multiply_planes = [&](std::int64_t rows_padded, std::int64_t cols_padded) {
+      for (int q = 0; q < plane_count; ++q)
+        blas.multiply(static_cast<int>(rows_padded), static_cast<int>(cols_padded), static_cast<int>(k_pitch),
+                      d_a8 + q * rows_padded * k_pitch, d_b8 + q * cols_padded * k_pitch,
+                      d_c32 + q * rows_padded * cols_padded);
     };
 
     pipeline.run(chunks, stride, sink, options, report, [&](std::size_t c, std::byte* out) {
@@ -599,19 +639,21 @@ class CudaBackend final : public Backend {
       const std::int32_t tile_rows = (r1 - r0) * m;
       const std::int64_t rows_padded = padded(tile_rows);
       const OutputChunk& chunk = chunks[c];
-      const std::int64_t a_values = (a.row_ptr[r1] - a.row_ptr[r0]) * a.shape.block_values();
+      const std::int64_t a_blocks = a.row_ptr[r1] - a.row_ptr[r0];
       const auto scatter_a = [&](auto tile) {
-        if (a_values > 0)
-          cuda::scatter_a_tile<<<cuda::grid_for(a_values), 256, 0, compute>>>(params.a_row_ptr, params.a_col, params.a_values, m,
-                                                                       r0, tile_rows, static_cast<std::int32_t>(a.row_ptr[r0]),
-                                                                       a_values, tile);
+        if (a_blocks > 0)
+          cuda::scatter_a_tile<<<cuda::grid_for(a_blocks * m), 256, 0, compute>>>(
+              params.a_row_ptr, params.a_col, params.a_values, m, r0, tile_rows, static_cast<std::int32_t>(a.row_ptr[r0]),
+              a_blocks, tile);
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
       };
       if (planes) {
-        clear_planes(d_a8, 2 * rows_padded);
-        scatter_a(cuda::Int8PlanesA{d_a8, k_pitch, rows_padded});
-        cuda::vector_sums<<<static_cast<unsigned int>(2 * rows_padded), 256, 0, compute>>>(d_a8, k_pitch, d_a_sums);
-        BLOCKMM_CUDA_CHECK(cudaGetLastError());
+        clear_planes(d_a8, plane_count * rows_padded);
+        cuda::with_plane_vectors<false>(encoding, d_a8, k_pitch, rows_padded, scatter_a);
+        if (offset_sums) {
+          cuda::vector_sums<<<static_cast<unsigned int>(2 * rows_padded), 256, 0, compute>>>(d_a8, k_pitch, d_a_sums);
+          BLOCKMM_CUDA_CHECK(cudaGetLastError());
+        }
       } else {
         BLOCKMM_CUDA_CHECK(cudaMemsetAsync(d_a, 0, static_cast<std::size_t>(tile_rows) * n * sizeof(double), compute));
         scatter_a(cuda::Float64Tile{d_a, tile_rows});
@@ -624,19 +666,21 @@ class CudaBackend final : public Backend {
         const std::int64_t cols_padded = padded(tile_cols);
         if (!plan.b_resident || !b_expanded) {
           b_expanded = true;
-          const std::int64_t b_values = (b.col_ptr[j1] - b.col_ptr[j0]) * b.shape.block_values();
+          const std::int64_t b_entries = b.col_ptr[j1] - b.col_ptr[j0];
           const auto scatter_b = [&](auto tile) {
-            if (b_values > 0)
-              cuda::scatter_b_tile<<<cuda::grid_for(b_values), 256, 0, compute>>>(
+            if (b_entries > 0)
+              cuda::scatter_b_tile<<<cuda::grid_for(b_entries * m), 256, 0, compute>>>(
                   params.b_col_ptr, params.b_csc_row, params.b_csc_block, params.b_values, m, j0, tile_cols,
-                  static_cast<std::int32_t>(b.col_ptr[j0]), b_values, tile);
+                  static_cast<std::int32_t>(b.col_ptr[j0]), b_entries, tile);
             BLOCKMM_CUDA_CHECK(cudaGetLastError());
           };
           if (planes) {
-            clear_planes(d_b8, 2 * cols_padded);
-            scatter_b(cuda::Int8PlanesB{d_b8, k_pitch, cols_padded});
-            cuda::vector_sums<<<static_cast<unsigned int>(2 * cols_padded), 256, 0, compute>>>(d_b8, k_pitch, d_b_sums);
-            BLOCKMM_CUDA_CHECK(cudaGetLastError());
+            clear_planes(d_b8, plane_count * cols_padded);
+            cuda::with_plane_vectors<true>(encoding, d_b8, k_pitch, cols_padded, scatter_b);
+            if (offset_sums) {
+              cuda::vector_sums<<<static_cast<unsigned int>(2 * cols_padded), 256, 0, compute>>>(d_b8, k_pitch, d_b_sums);
+              BLOCKMM_CUDA_CHECK(cudaGetLastError());
+            }
           } else {
             BLOCKMM_CUDA_CHECK(cudaMemsetAsync(d_b, 0, static_cast<std::size_t>(n) * tile_cols * sizeof(double), compute));
             scatter_b(cuda::Float64Tile{d_b, n});
@@ -645,17 +689,23 @@ class CudaBackend final : public Backend {
         const unsigned int grid = static_cast<unsigned int>(u1 - u0);
         const cuda::WorkUnit* chunk_units = d_units + u0;
         const std::int32_t* chunk_cols = d_cols + chunk.first_tile;
-        if (planes) {
-          blas.multiply(static_cast<int>(2 * rows_padded), static_cast<int>(2 * cols_padded), static_cast<int>(k_pitch), d_a8,
-                        d_b8, d_c32);
-          const cuda::Int8PlanesProduct product{d_c32, 2 * rows_padded, rows_padded, cols_padded, d_a_sums, d_b_sums, n};
+        const auto gather = [&](auto product) {
           cuda::gather_records<<<grid, cuda::kThreadsPerUnit, 0, compute>>>(chunk_units, chunk_cols, chunk.first_tile, product,
                                                                           r0, j0, a.row_begin, m, out, params.zero_tiles);
+        };
+        if (encoding == cuda::DenseEncoding::int8_narrow) {
+          multiply_planes(rows_padded, cols_padded);
+          gather(cuda::NarrowPlaneProduct{d_c32, rows_padded});
+        } else if (encoding == cuda::DenseEncoding::int8_split) {
+          multiply_planes(rows_padded, cols_padded);
+          gather(cuda::SplitPlanesProduct{d_c32, rows_padded, rows_padded * cols_padded});
+        } else if (planes) {
+          blas.multiply(static_cast<int>(2 * rows_padded), static_cast<int>(2 * cols_padded), static_cast<int>(k_pitch), d_a8,
+                        d_b8, d_c32);
+          gather(cuda::Int8PlanesProduct{d_c32, 2 * rows_padded, rows_padded, cols_padded, d_a_sums, d_b_sums, n});
         } else {
           blas.multiply(tile_rows, tile_cols, static_cast<int>(n), d_a, d_b, d_c);
-          cuda::gather_records<<<grid, cuda::kThreadsPerUnit, 0, compute>>>(chunk_units, chunk_cols, chunk.first_tile,
-                                                                          cuda::Float64Product{d_c, tile_rows}, r0, j0,
-                                                                          a.row_begin, m, out, params.zero_tiles);
+          gather(cuda::Float64Product{d_c, tile_rows});
         }
         BLOCKMM_CUDA_CHECK(cudaGetLastError());
       }

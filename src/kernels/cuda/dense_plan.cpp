@@ -22,13 +22,53 @@ bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices) {
   return useful >= kDenseFraction * dense;
 }
 
-DenseEncoding dense_encoding(std::int64_t n, const CudaChoices& choices) {
-  if (choices.dense_float64) return DenseEncoding::float64;
-  return n <= kInt8MaxOrder ? DenseEncoding::int8_planes : DenseEncoding::float64;
+int planes_of(DenseEncoding encoding) {
+  switch (encoding) {
+    case DenseEncoding::int8_narrow: return 1;
+    case DenseEncoding::int8_split: return 3;
+    case DenseEncoding::int8_planes: return 2;
+    case DenseEncoding::float64: return 1;
+  }
+  return 1;
+}
+
+int products_of(DenseEncoding encoding) {
+  switch (encoding) {
+    case DenseEncoding::int8_narrow: return 1;
+    case DenseEncoding::int8_split: return 3;
+    case DenseEncoding::int8_planes: return 4;
+    case DenseEncoding::float64: return 1;
+  }
+  return 1;
+}
+
+std::int64_t max_tile_rows(DenseEncoding encoding) {
+  const bool plane_a_gemm = encoding == DenseEncoding::int8_narrow || encoding == DenseEncoding::int8_split;
+  return plane_a_gemm ? kMaxNarrowTileRows : kMaxDenseTileRows;
+}
+
+const char* describe(DenseEncoding encoding) {
+  switch (encoding) {
+    case DenseEncoding::int8_narrow: return "dense int8 one-plane tiles (cuBLAS)";
+    case DenseEncoding::int8_split: return "dense int8 split-plane tiles (cuBLAS)";
+    case DenseEncoding::int8_planes: return "dense int8 byte-plane tiles (cuBLAS)";
+    case DenseEncoding::float64: return "dense float64 tiles (cuBLAS)";
+  }
+  return "dense tiles";
+}
+
+DenseEncoding dense_encoding(std::int64_t n, std::uint32_t largest_value, const CudaChoices& choices) {
+  using DenseType = CudaChoices::DenseType;
+  if (choices.dense_type == DenseType::float64 || n > kInt8MaxOrder) return DenseEncoding::float64;
+  if (choices.dense_type == DenseType::byte_planes) return DenseEncoding::int8_planes;
+  if (largest_value <= kNarrowMax) return DenseEncoding::int8_narrow;
+  if (largest_value <= kSplitMax) return DenseEncoding::int8_split;
+  return DenseEncoding::int8_planes;
 }
 
 DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding) {
-  const bool planes = encoding == DenseEncoding::int8_planes;
+  const bool planes = encoding != DenseEncoding::float64;  // int8, in plane vectors
+  const bool offset_sums = encoding == DenseEncoding::int8_planes;
   const auto padded = [&](std::int64_t x) { return planes ? pad_to_planes(x) : x; };
   const std::int64_t n = problem.n;
   const std::int64_t m = problem.m;
@@ -38,10 +78,10 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding) {
   plan.k_pitch = padded(n);
   // At most a quarter of the room each for the A tile [ti x n], the B tile [n x tj] and the
   // product; the tiles' columns and work units (at most one a tile) are reserved first.
-  const std::int64_t vector_bytes = planes ? 2 * plan.k_pitch : 8 * n;  // an A tile row, a B tile column
-  const std::int64_t product_bytes = planes ? 16 : 8;                   // per output element
+  const std::int64_t vector_bytes = planes ? planes_of(encoding) * plan.k_pitch : 8 * n;  // an A tile row, a B tile column
+  const std::int64_t product_bytes = planes ? 4 * products_of(encoding) : 8;               // per output element
   const std::int64_t pad = planes ? kPlanePad : 0;
-  const std::int64_t sums_bytes = planes ? 8 * (padded(kMaxDenseTileRows) + plan.k_pitch) : 0;
+  const std::int64_t sums_bytes = offset_sums ? 8 * (padded(kMaxDenseTileRows) + plan.k_pitch) : 0;
   const std::int64_t reserved = problem.tiles * 20 + sums_bytes;
   const std::int64_t quarter = (problem.room - reserved) / 4;
   const std::int64_t least = 4 * vector_bytes * (m + pad) + reserved;
@@ -52,17 +92,20 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding) {
   plan.col_tiles = static_cast<std::int32_t>((p + cols - 1) / cols);
   const std::int64_t tile_cols_max = cols * m;
   const std::int64_t rows = std::min<std::int64_t>(
-      {std::max<std::int64_t>(1, kMaxDenseTileRows / m), (quarter / vector_bytes - pad) / m,
+      {std::max<std::int64_t>(1, max_tile_rows(encoding) / m), (quarter / vector_bytes - pad) / m,
        (quarter / (product_bytes * padded(tile_cols_max)) - pad) / m});
   if (rows < 1) throw budget_error(problem.room, least);
   plan.max_rows_per_tile = static_cast<std::int32_t>(rows);
   plan.b_resident = cols == p;
-  plan.chunk_tiles =
-      std::max<std::int64_t>(1, std::min(problem.chunk_bytes, problem.room / 4) / (2 * problem.record_bytes));
+  // A chunk is --chunk-size of output (larger chunks are larger GEMMs: D4's kernels took 0.198 s
+  // in chunks of half the option, 0.159 s in whole ones), and its two buffers fit a quarter of
+  // the room.
+  plan.chunk_tiles = std::max<std::int64_t>(
+      1, std::min(problem.chunk_bytes / problem.record_bytes, problem.room / 4 / (2 * problem.record_bytes)));
   const std::int64_t tile_rows_max = rows * m;
-  plan.workspace_bytes = planes ? 2 * padded(tile_rows_max) * plan.k_pitch + 2 * padded(tile_cols_max) * plan.k_pitch +
-                                      16 * padded(tile_rows_max) * padded(tile_cols_max) +
-                                      8 * (padded(tile_rows_max) + padded(tile_cols_max))
+  plan.workspace_bytes = planes ? planes_of(encoding) * (padded(tile_rows_max) + padded(tile_cols_max)) * plan.k_pitch +
+                                      product_bytes * padded(tile_rows_max) * padded(tile_cols_max) +
+                                      (offset_sums ? 8 * (padded(tile_rows_max) + padded(tile_cols_max)) : 0)
                                 : 8 * (tile_rows_max * n + n * tile_cols_max + tile_rows_max * tile_cols_max);
   return plan;
 }

@@ -20,12 +20,35 @@ constexpr std::int64_t kInt8MaxOrder = 131056;                 // padded K * 2^1
 // times the sparse kernels' multiply-add rate, so they win once the block products exceed this
 // fraction of a dense product's.
 constexpr double kDenseFraction = 0.05;
-// A tiles at most this many rows: cuBLAS is at full speed well before that.
+// A tiles at most this many rows: cuBLAS's GEMMs have M = 16384 then (the byte planes stack
+// two planes of rows, and float64 is at full speed well before).
 constexpr std::int64_t kMaxDenseTileRows = 8192;
+constexpr std::int64_t kMaxNarrowTileRows = 16384;  // one plane a GEMM: int8_narrow, int8_split
 
 constexpr std::int64_t pad_to_planes(std::int64_t x) { return (x + kPlanePad - 1) / kPlanePad * kPlanePad; }
 
-enum class DenseEncoding { int8_planes, float64 };
+// Exact encodings of the dense tiles, fewest tensor-core products first (dense_kernels.cuh):
+// - int8_narrow: values up to kNarrowMax are int8 as they are: one product.
+// - int8_split: values up to kSplitMax (4222) split into hi = u >> 6 and lo = u & 63, with a
+//   third plane hi + lo (each at most 127, no offset): three products (Karatsuba), the cross term
+//   (hi + lo)(hi' + lo') - hi hi' - lo lo'.
+// - int8_planes: any uint16 as two bytes offset by -128: one GEMM of the stacked planes, four
+//   products (its quadrants), the offsets taken back out through the planes' sums.
+// - float64: n up to kDenseMaxOrder, one product in float64.
+// The int8 forms share one bound: every product is at most 2^14 in magnitude, so sums of up to
+// kInt8MaxOrder terms stay inside int32.
+enum class DenseEncoding { int8_narrow, int8_split, int8_planes, float64 };
+constexpr std::uint32_t kNarrowMax = 127;
+constexpr int kSplitShift = 6;
+// The largest u such that every value up to it has hi + lo <= 127 (4223 = 65 * 64 + 63 is the
+// first that does not).
+constexpr std::uint32_t kSplitMax = 65 * 64 + 62;
+
+// Plane vectors an A row or a B column takes, and int32 products an output element takes.
+int planes_of(DenseEncoding encoding);
+int products_of(DenseEncoding encoding);
+std::int64_t max_tile_rows(DenseEncoding encoding);
+const char* describe(DenseEncoding encoding);  // for the run's device line
 
 // What the plan depends on: the panel and the device memory left for the numeric phase.
 struct DenseProblem {
@@ -41,7 +64,8 @@ struct DenseProblem {
 
 // Whether the dense path runs (the choice, or the block products against a dense product's).
 bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices);
-DenseEncoding dense_encoding(std::int64_t n, const CudaChoices& choices);
+// The encoding for order n and the largest value of both operands' blocks.
+DenseEncoding dense_encoding(std::int64_t n, std::uint32_t largest_value, const CudaChoices& choices);
 
 struct DensePlan {
   DenseEncoding encoding = DenseEncoding::int8_planes;
