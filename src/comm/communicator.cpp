@@ -334,55 +334,94 @@ void Communicator::run_phase(const std::function<void()>& phase) const {
   agree(error);
 }
 
-struct NodeCounters::Window {
+struct NodeWindow {
   MPI_Win win = MPI_WIN_NULL;
   MPI_Comm node = MPI_COMM_NULL;
   std::vector<std::uint64_t> local;  // without MPI
 };
 
-std::unique_ptr<NodeCounters> Communicator::node_counters(int count) const {
-  std::unique_ptr<NodeCounters> counters(new NodeCounters());
-  counters->window_ = std::make_unique<NodeCounters::Window>();
-  counters->count_ = count;
-  NodeCounters::Window& w = *counters->window_;
-  if (!node_comms_) {
-    w.local.assign(static_cast<std::size_t>(std::max(count, 1)), 0);
-    counters->counters_ = w.local.data();
-    return counters;
+namespace {
+
+// A window of `bytes` (the node's first rank's value) held by the node's first rank and mapped
+// by the others (MPI_Win_shared_query), inside a passive epoch for all (lock_all), as the
+// unified memory model wants for direct loads and stores. Without MPI: local memory. Returns the
+// base and sets `size`.
+std::byte* open_node_window(NodeWindow& w, const MPI_Comm* node, std::int64_t bytes, std::int64_t& size) {
+  if (node == nullptr) {
+    w.local.assign(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 8) + 7) / 8, 0);
+    size = bytes;
+    return reinterpret_cast<std::byte*>(w.local.data());
   }
-  // The node's first rank holds the memory; the others map it (MPI_Win_shared_query). Inside a
-  // passive epoch for all (lock_all), as the unified memory model wants for direct loads and stores.
   int node_rank = 0;
-  BLOCKMM_MPI_CHECK(MPI_Comm_rank(node_comms_->node, &node_rank));
-  const MPI_Aint bytes = node_rank == 0 ? static_cast<MPI_Aint>(std::max(count, 1)) * 8 : 0;
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(*node, &node_rank));
+  const MPI_Aint mine_bytes = node_rank == 0 ? static_cast<MPI_Aint>(std::max<std::int64_t>(bytes, 8)) : 0;
   void* mine = nullptr;
-  BLOCKMM_MPI_CHECK(MPI_Win_allocate_shared(bytes, 8, MPI_INFO_NULL, node_comms_->node, &mine, &w.win));
-  w.node = node_comms_->node;
+  BLOCKMM_MPI_CHECK(MPI_Win_allocate_shared(mine_bytes, 8, MPI_INFO_NULL, *node, &mine, &w.win));
+  w.node = *node;
   BLOCKMM_MPI_CHECK(MPI_Win_set_errhandler(w.win, MPI_ERRORS_RETURN));
-  MPI_Aint size = 0;
+  MPI_Aint window_size = 0;
   int unit = 0;
   void* base = nullptr;
-  BLOCKMM_MPI_CHECK(MPI_Win_shared_query(w.win, 0, &size, &unit, &base));
-  counters->counters_ = static_cast<std::uint64_t*>(base);
+  BLOCKMM_MPI_CHECK(MPI_Win_shared_query(w.win, 0, &window_size, &unit, &base));
+  size = static_cast<std::int64_t>(window_size);
   BLOCKMM_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w.win));
-  if (node_rank == 0) std::memset(base, 0, static_cast<std::size_t>(size));
-  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
-  BLOCKMM_MPI_CHECK(MPI_Barrier(node_comms_->node));
-  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
-  return counters;
+  return static_cast<std::byte*>(base);
 }
 
-NodeCounters::~NodeCounters() {
-  if (!window_ || window_->win == MPI_WIN_NULL) return;
+int node_rank_in_window(const NodeWindow& w) {
+  if (w.win == MPI_WIN_NULL) return 0;
+  int rank = 0;
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(w.node, &rank));
+  return rank;
+}
+
+// Every rank's stores so far visible to every rank of the node.
+void sync_node_window(const NodeWindow& w) {
+  if (w.win == MPI_WIN_NULL) return;
+  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
+  BLOCKMM_MPI_CHECK(MPI_Barrier(w.node));
+  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
+}
+
+// Failures cannot be reported from a destructor; the barrier keeps a rank from freeing the
+// memory while another still reads or claims from it.
+void close_node_window(NodeWindow* w) {
+  if (w == nullptr || w->win == MPI_WIN_NULL) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  // Failures cannot be reported from a destructor; the barrier keeps a rank from freeing the
-  // memory while another still claims from it.
-  (void)MPI_Win_unlock_all(window_->win);
-  (void)MPI_Barrier(window_->node);
-  (void)MPI_Win_free(&window_->win);
+  (void)MPI_Win_unlock_all(w->win);
+  (void)MPI_Barrier(w->node);
+  (void)MPI_Win_free(&w->win);
 }
+
+}  // namespace
+
+std::unique_ptr<NodeCounters> Communicator::node_counters(int count) const {
+  std::unique_ptr<NodeCounters> counters(new NodeCounters());
+  counters->window_ = std::make_unique<NodeWindow>();
+  counters->count_ = count;
+  std::int64_t size = 0;
+  std::byte* base = open_node_window(*counters->window_, node_comms_ ? &node_comms_->node : nullptr,
+                                     std::int64_t{std::max(count, 1)} * 8, size);
+  counters->counters_ = reinterpret_cast<std::uint64_t*>(base);
+  if (node_rank_in_window(*counters->window_) == 0) std::memset(base, 0, static_cast<std::size_t>(size));
+  sync_node_window(*counters->window_);
+  return counters;
+}
+
+NodeCounters::~NodeCounters() { close_node_window(window_.get()); }
+
+std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t bytes) const {
+  std::unique_ptr<NodeSharedBytes> shared(new NodeSharedBytes());
+  shared->window_ = std::make_unique<NodeWindow>();
+  shared->data_ = open_node_window(*shared->window_, node_comms_ ? &node_comms_->node : nullptr, bytes, shared->size_);
+  return shared;
+}
+
+void NodeSharedBytes::publish() const { sync_node_window(*window_); }
+
+NodeSharedBytes::~NodeSharedBytes() { close_node_window(window_.get()); }
 
 std::uint64_t NodeCounters::fetch_add(int index, std::uint64_t value) {
   if (index < 0 || index >= count_)

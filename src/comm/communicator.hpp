@@ -40,6 +40,8 @@ bool simulate_nodes_requested();
 // fetch_add is one atomic instruction, safe from any thread of any rank of the node. Made by
 // Communicator::node_counters; destroying it is collective over the node (the window is freed),
 // so every rank of the node destroys it at the same point of the run.
+struct NodeWindow;  // an MPI shared-memory window over a node's ranks (communicator.cpp)
+
 class NodeCounters {
  public:
   ~NodeCounters();
@@ -50,11 +52,32 @@ class NodeCounters {
 
  private:
   friend class Communicator;
-  struct Window;
   NodeCounters() = default;
-  std::unique_ptr<Window> window_;
+  std::unique_ptr<NodeWindow> window_;
   std::uint64_t* counters_ = nullptr;
   int count_ = 0;
+};
+
+// Bytes that the ranks of one node share: the node's first rank allocates them and fills them,
+// every rank of the node reads them (an MPI shared-memory window; ordinary memory without MPI).
+// Made by Communicator::node_shared_bytes; destroying it is collective over the node, like
+// NodeCounters.
+class NodeSharedBytes {
+ public:
+  ~NodeSharedBytes();
+  NodeSharedBytes(const NodeSharedBytes&) = delete;
+  NodeSharedBytes& operator=(const NodeSharedBytes&) = delete;
+  std::byte* data() const { return data_; }
+  std::int64_t size() const { return size_; }
+  // Collective over the node: what the first rank wrote before it is visible to every rank after.
+  void publish() const;
+
+ private:
+  friend class Communicator;
+  NodeSharedBytes() = default;
+  std::unique_ptr<NodeWindow> window_;
+  std::byte* data_ = nullptr;
+  std::int64_t size_ = 0;
 };
 
 class Communicator {
@@ -97,6 +120,9 @@ class Communicator {
   // Collective over this node's ranks (as the distribution sees nodes): `count` counters at 0,
   // shared by them.
   std::unique_ptr<NodeCounters> node_counters(int count) const;
+  // Collective over this node's ranks: `bytes` (the value on the node's first rank counts) that
+  // they share, uninitialised; the first rank writes them, then every rank calls publish().
+  std::unique_ptr<NodeSharedBytes> node_shared_bytes(std::int64_t bytes) const;
 
   // Personalised all-to-all of bytes. `send` holds the bytes for rank 0, then rank 1, ...
   // (send_bytes[r] each); the result holds what ranks 0, 1, ... sent here, and recv_bytes

@@ -61,6 +61,36 @@ struct BlockMatrix {
   const std::uint64_t* block_mask(std::int64_t b) const { return masks.data() + b * mask_words(shape.m); }
 };
 
+// What the host kernels read of a right operand: its CSR over block-rows [row_begin, row_end)
+// through pointers, into a BlockMatrix of this rank or into memory that the ranks of a node
+// share (driver/shared_right_operand.hpp), so that they read one copy of B.
+struct BlockRowsView {
+  MatrixShape shape;
+  std::int32_t row_begin = 0;
+  std::int32_t row_end = 0;
+  const std::int64_t* row_ptr = nullptr;  // rows + 1
+  const std::int32_t* col = nullptr;
+  const std::uint16_t* values = nullptr;
+  const std::uint64_t* masks = nullptr;  // mask_words(m) a block: its non-zero rows
+  std::int64_t block_count = 0;
+
+  BlockRowsView() = default;
+  BlockRowsView(const BlockMatrix& matrix)  // NOLINT: a matrix is read through its view
+      : shape(matrix.shape),
+        row_begin(matrix.row_begin),
+        row_end(matrix.row_end),
+        row_ptr(matrix.row_ptr.data()),
+        col(matrix.col.data()),
+        values(matrix.values.data()),
+        masks(matrix.masks.data()),
+        block_count(matrix.blocks()) {}
+
+  std::int64_t blocks() const { return block_count; }
+  std::int32_t rows_held() const { return row_end - row_begin; }
+  const std::uint16_t* block_values(std::int64_t b) const { return values + b * shape.block_values(); }
+  const std::uint64_t* block_mask(std::int64_t b) const { return masks + b * mask_words(shape.m); }
+};
+
 // Where each output row's tiles fall in a rank's panel: what the writers need of the symbolic
 // phase (the tiles' columns stay with the backend that computes them).
 struct OutputLayout {

@@ -19,6 +19,7 @@
 #include "driver/backend_choice.hpp"
 #include "driver/cores.hpp"
 #include "driver/progress.hpp"
+#include "driver/shared_right_operand.hpp"
 #include "driver/shared_rows.hpp"
 #include "driver/whole_inputs.hpp"
 #include "io/input_file.hpp"
@@ -253,6 +254,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   std::unique_ptr<kernels::Operand> a, b;
   SharedNumericPlan shared;
   bool share_rows = false;
+  bool share_b = false;
   if (builds_whole_inputs(*backend, *a_input, *b_input, comm)) {
     progress.phase("building operands");
     WholeInputs whole = build_whole_inputs(*backend, *a_input, *b_input, comm);
@@ -273,17 +275,21 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
     // Every rank shares rows, or none does (only backends that compute handed-out tiles can).
     share_rows = comm.sum(!dist.shared.empty() && backend->computes_handed_out_tiles() ? 0 : 1) == 0;
 
+    // Ranks of one node that need the same B read one copy of it (driver/shared_right_operand.hpp):
+    // the node's first rank builds it.
+    share_b = share_right_operand_on_node(*backend, dist.b_spec, dist.b ? dist.b->size() : 0, comm);
     progress.phase("building operands");
     comm.run_phase([&] {
       a = backend->build(*dist.a, dist.a_spec);
       dist.a.reset();
-      b = backend->build(*dist.b, dist.b_spec);
+      if (!share_b || comm.rank() == comm.node_leader()) b = backend->build(*dist.b, dist.b_spec);
       dist.b.reset();
       if (share_rows && dist.below) shared.below.a = backend->build(*dist.below, dist.below_spec);
       if (share_rows && dist.above) shared.above.a = backend->build(*dist.above, dist.above_spec);
       dist.below.reset();
       dist.above.reset();
     });
+    if (share_b) comm.run_phase([&] { b = right_operand_shared_on_node(std::move(b), comm); });
     mine.build += clock.lap();
   }
   stats.distribution = partition::to_string(dist.method);
@@ -375,6 +381,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   gather_phase_times(mine, comm, stats);
   stats.rank_bytes_exchanged = comm.gather_all(dist.exchanged.bytes_sent + dist.exchanged.bytes_received);
   stats.shared_rows = share_rows;
+  stats.b_shared_on_node = share_b;
   stats.rank_tiles_for_neighbours = comm.gather_all(tiles_for_neighbours);
   stats.record_bytes_within_node = comm.sum(dist.exchanged.record_bytes_within_node);
   stats.record_bytes_between_nodes = comm.sum(dist.exchanged.record_bytes_between_nodes);

@@ -106,6 +106,7 @@ std::string stats_json(const RunStats& s) {
   j["per_rank"] = ranks;
   j["distribution"] = s.distribution;
   j["shared_rows"] = s.shared_rows;
+  j["b_shared_on_node"] = s.b_shared_on_node;
   j["nodes"] = s.nodes;
   j["nodes_simulated"] = s.nodes_simulated;
   j["start_settings"] = s.start_settings;

@@ -62,6 +62,8 @@ struct RunStats {
   // Rows shared with the neighbours (driver/shared_rows.hpp): the output tiles of its
   // neighbours' panels each rank computed.
   bool shared_rows = false;
+  // The ranks of each node read one copy of B (driver/shared_right_operand.hpp).
+  bool b_shared_on_node = false;
   // How the ranks came by their records (partition::DistributionMethod, in words).
   std::string distribution = "one rank";
   std::vector<std::int64_t> rank_tiles_for_neighbours;

@@ -23,7 +23,7 @@ namespace blockmm::kernels {
 // masks, CSR and CSC).
 struct Operands {
   const BlockMatrix& a;
-  const BlockMatrix& b;
+  BlockRowsView b;  // this rank's B, or the copy its node's ranks share
 };
 
 struct NumericOptions {
@@ -90,6 +90,9 @@ class Backend {
                                 const NumericOptions& options) = 0;
   // Whether numeric() honours NumericOptions::next_tiles.
   virtual bool computes_handed_out_tiles() const { return false; }
+  // Whether its right operands are host memory that the ranks of a node may read from one
+  // shared copy (driver/shared_right_operand.hpp): the host backends.
+  virtual bool right_operand_shareable() const { return false; }
 
   // Whole inputs on every rank. Where building all of A and all of B costs a few hundredths of
   // a second (the cuda backend reads, uploads and sorts them on its device), the ranks of one

@@ -12,14 +12,29 @@
 
 namespace blockmm::kernels {
 
+// A host operand: a matrix of its own, or (a right operand only) block-rows held in memory that
+// `storage` keeps alive, such as the copy that the ranks of a node share.
 class HostOperand final : public Operand {
  public:
-  explicit HostOperand(BlockMatrix matrix) : matrix_(std::move(matrix)) {}
-  std::int64_t blocks() const override { return matrix_.blocks(); }
-  const BlockMatrix& matrix() const { return matrix_; }
+  explicit HostOperand(BlockMatrix matrix) : matrix_(std::move(matrix)), rows_(matrix_), owned_(true) {}
+  HostOperand(BlockRowsView rows, std::shared_ptr<const void> storage)
+      : rows_(rows), storage_(std::move(storage)), owned_(false) {}
+  HostOperand(const HostOperand&) = delete;  // rows_ may point into matrix_
+  HostOperand& operator=(const HostOperand&) = delete;
+  std::int64_t blocks() const override { return rows_.blocks(); }
+  bool owns_matrix() const { return owned_; }
+  // The matrix itself (owned operands only: a shared one has no BlockMatrix).
+  const BlockMatrix& matrix() const {
+    if (!owned_) throw Error(ExitCode::other, "internal error: a shared operand used as a left operand");
+    return matrix_;
+  }
+  const BlockRowsView& rows() const { return rows_; }
 
  private:
   BlockMatrix matrix_;
+  BlockRowsView rows_;
+  std::shared_ptr<const void> storage_;
+  bool owned_;
 };
 
 class HostPattern final : public ProductPattern {
@@ -44,11 +59,13 @@ inline std::unique_ptr<Operand> build_host_operand(RecordSource& records, const 
 
 // The host form behind an operand or pattern that a host backend made; anything else is a
 // programming error (operands never move between backends).
-inline const BlockMatrix& host_matrix(const Operand& operand) {
+inline const HostOperand& host_operand(const Operand& operand) {
   const auto* host = dynamic_cast<const HostOperand*>(&operand);
   if (host == nullptr) throw Error(ExitCode::other, "internal error: an operand built by another backend");
-  return host->matrix();
+  return *host;
 }
+inline const BlockMatrix& host_matrix(const Operand& operand) { return host_operand(operand).matrix(); }
+inline const BlockRowsView& host_rows(const Operand& operand) { return host_operand(operand).rows(); }
 inline const TilePattern& host_pattern(const ProductPattern& pattern) {
   const auto* host = dynamic_cast<const HostPattern*>(&pattern);
   if (host == nullptr) throw Error(ExitCode::other, "internal error: a pattern made by another backend");
@@ -59,21 +76,22 @@ inline const TilePattern& host_pattern(const ProductPattern& pattern) {
 // on the host CSR; its subclasses supply the two phases over host operands.
 class HostBackend : public Backend {
  public:
+  bool right_operand_shareable() const override { return true; }
   std::unique_ptr<Operand> build(RecordSource& records, const OperandSpec& spec) override {
     return build_host_operand(records, spec);
   }
   std::int64_t block_products(const Operand& a, const Operand& b) override {
-    return operands::count_block_products(host_matrix(a), host_matrix(b));
+    return operands::count_block_products(host_matrix(a), host_rows(b));
   }
   std::unique_ptr<ProductPattern> symbolic(const Operand& a, const Operand& b) override {
-    return std::make_unique<HostPattern>(symbolic({host_matrix(a), host_matrix(b)}));
+    return std::make_unique<HostPattern>(symbolic({host_matrix(a), host_rows(b)}));
   }
   NumericReport numeric(const Operand& a, const Operand& b, const ProductPattern& pattern, RecordSink& sink,
                         const NumericOptions& options) override {
-    return numeric({host_matrix(a), host_matrix(b)}, host_pattern(pattern), sink, options);
+    return numeric({host_matrix(a), host_rows(b)}, host_pattern(pattern), sink, options);
   }
   std::vector<std::int64_t> row_products(const Operand& a, const Operand& b) override {
-    return operands::count_row_products(host_matrix(a), host_matrix(b));
+    return operands::count_row_products(host_matrix(a), host_rows(b));
   }
   std::unique_ptr<Operand> slice_rows(std::unique_ptr<Operand> a, std::int32_t row_begin, std::int32_t row_end) override {
     return std::make_unique<HostOperand>(operands::slice_rows(host_matrix(*a), row_begin, row_end));

@@ -250,7 +250,7 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   return matrix;
 }
 
-std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockMatrix& b) {
+std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockRowsView& b) {
   std::vector<std::int64_t> products(static_cast<std::size_t>(a.rows_held()), 0);
 #pragma omp parallel for schedule(dynamic, 64) if (a.blocks() >= (1 << 14))
   for (std::int32_t r = 0; r < a.rows_held(); ++r) {
@@ -264,7 +264,7 @@ std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockMa
   return products;
 }
 
-std::int64_t count_block_products(const BlockMatrix& a, const BlockMatrix& b) {
+std::int64_t count_block_products(const BlockMatrix& a, const BlockRowsView& b) {
   const std::vector<std::int64_t> rows = count_row_products(a, b);
   return std::accumulate(rows.begin(), rows.end(), std::int64_t{0});
 }

@@ -29,10 +29,10 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
 
 // Block products (pairs A(i,k), B(k,j)) of a panel whose B rows are `b`'s: the work every
 // backend must do.
-std::int64_t count_block_products(const BlockMatrix& a, const BlockMatrix& b);
+std::int64_t count_block_products(const BlockMatrix& a, const BlockRowsView& b);
 
 // The same, per block-row of `a` (a.rows_held() entries).
-std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockMatrix& b);
+std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockRowsView& b);
 
 // Block-rows [row_begin, row_end) of a left operand (no CSC) as a matrix of their own.
 BlockMatrix slice_rows(const BlockMatrix& a, std::int32_t row_begin, std::int32_t row_end);

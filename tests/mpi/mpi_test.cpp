@@ -574,6 +574,86 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
   }
 }
 
+// Ranks of one node that need the same rows of B read one copy of it, built by the node's first
+// rank (driver/shared_right_operand.hpp): the plain run's bytes on 2-4 ranks (m = 8, m = 3 with
+// zero blocks, m = 1, and saturating sums), --stats says so, and it is off with
+// BLOCKMM_SHARE_B=0 and with one node a rank; a duplicate in B, which only the first rank
+// builds, stops every rank with the plain run's message.
+TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
+  std::mt19937_64 rng(2121);
+  std::vector<std::pair<std::string, testing::RandomSpec>> cases;
+  testing::RandomSpec eight;  // dense enough that every rank's A rows reach every row of B
+  eight.n = 8 * 48;
+  eight.m = 8;
+  eight.density = 0.5;
+  cases.emplace_back("m = 8", eight);
+  testing::RandomSpec three;
+  three.n = 3 * 61;
+  three.m = 3;
+  three.density = 0.6;
+  three.zero_block_fraction = 0.1;
+  three.max_value = 1023;
+  cases.emplace_back("m = 3, zero blocks", three);
+  testing::RandomSpec one;
+  one.n = 300;
+  one.m = 1;
+  one.density = 0.5;
+  cases.emplace_back("m = 1", one);
+  testing::RandomSpec saturating;
+  saturating.n = 8 * 30;
+  saturating.m = 8;
+  saturating.density = 0.7;
+  cases.emplace_back("saturating m = 8", saturating);
+  for (const auto& [name, spec] : cases) {
+    SCOPED_TRACE(name);
+    InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
+    if (name.rfind("saturating", 0) == 0) {
+      saturate(a);
+      saturate(b);
+    }
+    const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+    const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    expect_identical(pa, pb, plain, rank_counts({2, 3, 4}));
+    struct Mode {
+      std::vector<std::string> env;
+      bool shared;
+    };
+    const Mode modes[] = {{{}, true}, {{"BLOCKMM_SHARE_B=0"}, false}, {{"BLOCKMM_SIMULATE_NODES=1"}, false}};
+    for (const Mode& mode : modes) {
+      for (int n : rank_counts({2, 3})) {
+        SCOPED_TRACE("mpiexec -n " + std::to_string(n) + (mode.env.empty() ? "" : " " + mode.env.front()));
+        const std::string out = out_dir + "/C.bin";
+        const MpiRun m = run_mpi(n, {"-q", "--threads", "1", "--stats=json", pa, pb, out}, mode.env);
+        ASSERT_TRUE(mpi_succeeded(m)) << m.describe();
+        EXPECT_TRUE(read_bytes(out) == plain);
+        nlohmann::json j;
+        ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
+        EXPECT_EQ(j.at("b_shared_on_node").get<bool>(), mode.shared);
+        std::remove(out.c_str());
+      }
+    }
+  }
+  // A duplicate in B: the plain run's message from every rank.
+  testing::RandomSpec dense = eight;
+  const InputRecords good_a = testing::random_blocks(dense, rng);
+  InputRecords bad_b = testing::random_blocks(dense, rng);
+  const std::int64_t last = bad_b.size() - 1;
+  const std::int32_t i = record_row(bad_b.record(0)), j = record_col(bad_b.record(0));
+  set_record_index(bad_b.record(last), i, j);
+  const std::string pa = put("a.bin", good_a), pbad = put("dup.bin", bad_b);
+  const RunResult plain = run_blockmm({"-q", "--threads", "1", pa, pbad, out_dir + "/C.bin"});
+  ASSERT_EQ(plain.exit_code, 3) << plain.describe();
+  const std::string plain_line = split_lines(plain.err).at(0);
+  const std::string pair = "(" + std::to_string(i) + ", " + std::to_string(j) + ")";
+  for (int n : rank_counts({2, 3})) {
+    SCOPED_TRACE("duplicate in B, mpiexec -n " + std::to_string(n));
+    const MpiRun m = run_mpi(n, {"-q", "--threads", "1", pa, pbad, out_dir + "/C.bin"});
+    EXPECT_TRUE(every_rank_failed(m, 3, pbad, {"duplicate", pair}, out_dir));
+    EXPECT_NE(m.run.err.find(plain_line), std::string::npos) << m.describe();
+  }
+}
+
 // Ranks whose backend builds whole inputs (driver/whole_inputs.hpp: the cuda backend's path on a
 // GPU node, taken here by the reference backend, BLOCKMM_WHOLE_INPUTS=1): the plain run's bytes
 // on 2-4 ranks, binary and HDF5 out, no input moved between ranks, and a duplicate in either

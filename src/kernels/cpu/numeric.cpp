@@ -64,7 +64,7 @@ struct RowPiece {
 void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPiece& piece,
                     cpu::BlockRowKernel kernel, RowScratch& scratch, std::byte* out) {
   const BlockMatrix& a = ops.a;
-  const BlockMatrix& b = ops.b;
+  const BlockRowsView& b = ops.b;
   const std::int32_t m = a.shape.m;
   const std::int64_t mm = std::int64_t{m} * m;
   const std::int64_t first = piece.tile_begin;
@@ -93,12 +93,12 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
     std::int64_t f0 = b.row_ptr[kr];
     std::int64_t f1 = b.row_ptr[kr + 1];
     if (!whole_row) {
-      const std::int32_t* cols = b.col.data();
+      const std::int32_t* cols = b.col;
       f0 = std::lower_bound(cols + f0, cols + f1, j_first) - cols;
       f1 = std::upper_bound(cols + f0, cols + f1, j_last) - cols;
     }
     if (f0 >= f1) continue;
-    kernel(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0), b.col.data() + f0,
+    kernel(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0), b.col + f0,
                              f1 - f0, scratch.slot.data(), scratch.a_wide.data()});
   }
 

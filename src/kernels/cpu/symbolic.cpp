@@ -36,7 +36,7 @@ struct HeavyRowBitsets {
   std::vector<std::int64_t> slot;  // per B row (relative to b.row_begin): bitset index or -1
   std::vector<std::uint64_t> bits;
 
-  HeavyRowBitsets(const BlockMatrix& b, std::int32_t p) : words((p + 63) / 64) {
+  HeavyRowBitsets(const BlockRowsView& b, std::int32_t p) : words((p + 63) / 64) {
     std::int64_t heavy = 0;
     for (std::int32_t r = 0; r < b.rows_held(); ++r) heavy += b.row_ptr[r + 1] - b.row_ptr[r] > words;
     if (heavy == 0) return;  // sparse B: no slot table either (it would cost 8 bytes a block-row)
@@ -62,7 +62,7 @@ struct HeavyRowBitsets {
 
 TilePattern cpu_symbolic(const Operands& ops) {
   const BlockMatrix& a = ops.a;
-  const BlockMatrix& b = ops.b;
+  const BlockRowsView& b = ops.b;
   const std::int32_t p = a.shape.block_rows();
   const std::int32_t m = a.shape.m;
   const std::int32_t mw = mask_words(m);

@@ -1,0 +1,28 @@
+// The right operand that the ranks of one node read from one copy (issue 21). Two copies of B
+// in a node's caches cost two single-thread ranks 7-9 % against one two-thread process on C8
+// (bench/NOTES.md item 22); with one copy in memory the node's ranks share (an MPI shared
+// window), the node's first rank builds B and every rank's kernels read it there.
+#pragma once
+
+#include <memory>
+
+#include "comm/communicator.hpp"
+#include "core/record_source.hpp"
+#include "kernels/backend.hpp"
+
+namespace blockmm::driver {
+
+// Whether the ranks of this node share their right operand: the backend computes on host
+// operands, the node has several ranks (as the distribution sees nodes), each of them needs the
+// same block-rows of B (and holds as many records of them), and BLOCKMM_SHARE_B is not "0".
+// Collective; the same answer on every rank of a node.
+bool share_right_operand_on_node(const kernels::Backend& backend, const OperandSpec& b_spec, std::int64_t b_records,
+                                 const comm::Communicator& comm);
+
+// Collective over the node: its first rank passes the host operand it built, the others null;
+// every rank gets an operand over one copy in memory the node's ranks share (the first rank's
+// own copy is freed).
+std::unique_ptr<kernels::Operand> right_operand_shared_on_node(std::unique_ptr<kernels::Operand> b,
+                                                               const comm::Communicator& comm);
+
+}  // namespace blockmm::driver
