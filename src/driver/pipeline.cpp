@@ -275,9 +275,9 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
     // Every rank shares rows, or none does (only backends that compute handed-out tiles can).
     share_rows = comm.sum(!dist.shared.empty() && backend->computes_handed_out_tiles() ? 0 : 1) == 0;
 
-    // Ranks of one node that need the same B read one copy of it (driver/shared_right_operand.hpp):
-    // the node's first rank builds it.
-    share_b = share_right_operand_on_node(*backend, dist.b_spec, dist.b ? dist.b->size() : 0, comm);
+    // Ranks of one node that each need all of B read one copy of it
+    // (driver/shared_right_operand.hpp): the node's first rank builds it.
+    share_b = share_right_operand_on_node(*backend, dist.b ? dist.b->size() : 0, b_input->header().k, comm);
     progress.phase("building operands");
     comm.run_phase([&] {
       a = backend->build(*dist.a, dist.a_spec);

@@ -51,23 +51,21 @@ void copy_in_parallel(std::byte* to, const void* from, std::int64_t bytes) {
 
 }  // namespace
 
-bool share_right_operand_on_node(const kernels::Backend& backend, const OperandSpec& b_spec, std::int64_t b_records,
-                                 const comm::Communicator& comm) {
+bool share_right_operand_on_node(const kernels::Backend& backend, std::int64_t b_records,
+                                 std::int64_t b_records_in_file, const comm::Communicator& comm) {
   const char* setting = std::getenv("BLOCKMM_SHARE_B");
   const bool allowed = setting == nullptr || std::string(setting) != "0";
-  const std::vector<std::int64_t> begins = comm.gather_all(std::int64_t{b_spec.row_begin});
-  const std::vector<std::int64_t> ends = comm.gather_all(std::int64_t{b_spec.row_end});
-  const std::vector<std::int64_t> records = comm.gather_all(b_records);
+  // A rank's B records are a subset of the file's: holding as many holds them all. (Equal
+  // counts of fewer would not make two ranks' B the same.)
+  const std::vector<std::int64_t> whole = comm.gather_all(std::int64_t{b_records == b_records_in_file ? 1 : 0});
   int node_ranks = 0;
-  bool same_rows = true;
+  bool all_whole = true;
   for (int r = 0; r < comm.size(); ++r) {
     if (!comm.same_node(r)) continue;
     ++node_ranks;
-    same_rows = same_rows && begins[r] == b_spec.row_begin && ends[r] == b_spec.row_end && records[r] == b_records;
+    all_whole = all_whole && whole[static_cast<std::size_t>(r)] == 1;
   }
-  // The same on every rank of the node: where two of its ranks differ, each rank differs from
-  // one of them.
-  return allowed && backend.right_operand_shareable() && node_ranks > 1 && same_rows;
+  return allowed && backend.right_operand_shareable() && node_ranks > 1 && all_whole;
 }
 
 std::unique_ptr<kernels::Operand> right_operand_shared_on_node(std::unique_ptr<kernels::Operand> b,

@@ -7,17 +7,16 @@
 #include <memory>
 
 #include "comm/communicator.hpp"
-#include "core/record_source.hpp"
 #include "kernels/backend.hpp"
 
 namespace blockmm::driver {
 
 // Whether the ranks of this node share their right operand: the backend computes on host
-// operands, the node has several ranks (as the distribution sees nodes), each of them needs the
-// same block-rows of B (and holds as many records of them), and BLOCKMM_SHARE_B is not "0".
-// Collective; the same answer on every rank of a node.
-bool share_right_operand_on_node(const kernels::Backend& backend, const OperandSpec& b_spec, std::int64_t b_records,
-                                 const comm::Communicator& comm);
+// operands, the node has several ranks (as the distribution sees nodes), each of them holds all
+// of B's records (`b_records` of the file's `b_records_in_file`: then their B is the same), and
+// BLOCKMM_SHARE_B is not "0". Collective; the same answer on every rank of a node.
+bool share_right_operand_on_node(const kernels::Backend& backend, std::int64_t b_records,
+                                 std::int64_t b_records_in_file, const comm::Communicator& comm);
 
 // Collective over the node: its first rank passes the host operand it built, the others null;
 // every rank gets an operand over one copy in memory the node's ranks share (the first rank's

@@ -574,11 +574,11 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
   }
 }
 
-// Ranks of one node that need the same rows of B read one copy of it, built by the node's first
+// Ranks of one node that each need all of B read one copy of it, built by the node's first
 // rank (driver/shared_right_operand.hpp): the plain run's bytes on 2-4 ranks (m = 8, m = 3 with
 // zero blocks, m = 1, and saturating sums), --stats says so, and it is off with
-// BLOCKMM_SHARE_B=0 and with one node a rank; a duplicate in B, which only the first rank
-// builds, stops every rank with the plain run's message.
+// BLOCKMM_SHARE_B=0, with one node a rank, and where ranks need only part of B (a banded A); a
+// duplicate in B stops every rank with the plain run's message.
 TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
   std::mt19937_64 rng(2121);
   std::vector<std::pair<std::string, testing::RandomSpec>> cases;
@@ -632,6 +632,34 @@ TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
         EXPECT_EQ(j.at("b_shared_on_node").get<bool>(), mode.shared);
         std::remove(out.c_str());
       }
+    }
+  }
+  // A banded A: each rank needs only the rows of B near its panel, whose counts may agree; every
+  // rank builds its own B, and the bytes are the plain run's.
+  {
+    SCOPED_TRACE("banded A");
+    const std::int32_t m = 4, p = 60;
+    std::vector<std::tuple<int, int, std::vector<std::uint16_t>>> band, full;
+    for (int i = 0; i < p; ++i) {
+      for (int j = std::max(0, i - 1); j <= std::min(p - 1, i + 1); ++j)
+        band.emplace_back(i, j, std::vector<std::uint16_t>(static_cast<std::size_t>(m) * m, static_cast<std::uint16_t>(1 + (i * 7 + j) % 1000)));
+      for (int j = 0; j < p; j += 3)
+        full.emplace_back(i, j, std::vector<std::uint16_t>(static_cast<std::size_t>(m) * m, static_cast<std::uint16_t>(1 + (i + j) % 500)));
+    }
+    const InputRecords a = testing::make_records(m * p, m, band), b = testing::make_records(m * p, m, full);
+    const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+    const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    for (int n : rank_counts({2, 3, 4})) {
+      SCOPED_TRACE("mpiexec -n " + std::to_string(n));
+      const std::string out = out_dir + "/C.bin";
+      const MpiRun run = run_mpi(n, {"-q", "--threads", "1", "--stats=json", pa, pb, out});
+      ASSERT_TRUE(mpi_succeeded(run)) << run.describe();
+      EXPECT_TRUE(read_bytes(out) == plain);
+      nlohmann::json j;
+      ASSERT_NO_THROW(j = nlohmann::json::parse(run.run.out)) << run.run.out;
+      EXPECT_FALSE(j.at("b_shared_on_node").get<bool>());
+      std::remove(out.c_str());
     }
   }
   // A duplicate in B: the plain run's message from every rank.
