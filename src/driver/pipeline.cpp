@@ -277,7 +277,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
 
     // Ranks of one node that each need all of B read one copy of it
     // (driver/shared_right_operand.hpp): the node's first rank builds it.
-    share_b = share_right_operand_on_node(*backend, dist.b ? dist.b->size() : 0, b_input->header().k, comm);
+    share_b = share_right_operand_on_node(*backend, work_shape, dist.b ? dist.b->size() : 0, b_input->header().k, comm);
     progress.phase("building operands");
     comm.run_phase([&] {
       a = backend->build(*dist.a, dist.a_spec);

@@ -1,5 +1,7 @@
 #include "driver/shared_right_operand.hpp"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +42,11 @@ SharedLayout layout_of(const SharedHeader& h) {
   return l;
 }
 
+// The shared copy's bytes for B's rows [0, p) with `blocks` blocks kept at most.
+std::int64_t shared_copy_bytes(MatrixShape shape, std::int64_t blocks) {
+  return layout_of({shape.n, shape.m, 0, shape.block_rows(), blocks}).bytes;
+}
+
 // Copies `bytes` from `from` with the rank's threads (B is tens of MB: a few ms on one).
 void copy_in_parallel(std::byte* to, const void* from, std::int64_t bytes) {
   const auto* source = static_cast<const std::byte*>(from);
@@ -51,21 +58,28 @@ void copy_in_parallel(std::byte* to, const void* from, std::int64_t bytes) {
 
 }  // namespace
 
-bool share_right_operand_on_node(const kernels::Backend& backend, std::int64_t b_records,
+bool share_right_operand_on_node(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records,
                                  std::int64_t b_records_in_file, const comm::Communicator& comm) {
   const char* setting = std::getenv("BLOCKMM_SHARE_B");
   const bool allowed = setting == nullptr || std::string(setting) != "0";
   // A rank's B records are a subset of the file's: holding as many holds them all. (Equal
-  // counts of fewer would not make two ranks' B the same.)
-  const std::vector<std::int64_t> whole = comm.gather_all(std::int64_t{b_records == b_records_in_file ? 1 : 0});
+  // counts of fewer would not make two ranks' B the same.) MPI backs a node's window with a
+  // file in /dev/shm, often small in containers, where a page that does not fit is a SIGBUS:
+  // the copy's bound (every record kept) must fit its free space with an eighth to spare.
+  const std::int64_t bound = shared_copy_bytes(shape, b_records_in_file);
+  struct statvfs fs {};
+  const bool room = ::statvfs("/dev/shm", &fs) == 0 &&
+                    static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) >= 1.125 * static_cast<double>(bound);
+  const bool mine = b_records == b_records_in_file && room;
+  const std::vector<std::int64_t> flags = comm.gather_all(std::int64_t{mine ? 1 : 0});
   int node_ranks = 0;
-  bool all_whole = true;
+  bool all = true;
   for (int r = 0; r < comm.size(); ++r) {
     if (!comm.same_node(r)) continue;
     ++node_ranks;
-    all_whole = all_whole && whole[static_cast<std::size_t>(r)] == 1;
+    all = all && flags[static_cast<std::size_t>(r)] == 1;
   }
-  return allowed && backend.right_operand_shareable() && node_ranks > 1 && all_whole;
+  return allowed && backend.right_operand_shareable() && node_ranks > 1 && all;
 }
 
 std::unique_ptr<kernels::Operand> right_operand_shared_on_node(std::unique_ptr<kernels::Operand> b,

@@ -13,9 +13,10 @@ namespace blockmm::driver {
 
 // Whether the ranks of this node share their right operand: the backend computes on host
 // operands, the node has several ranks (as the distribution sees nodes), each of them holds all
-// of B's records (`b_records` of the file's `b_records_in_file`: then their B is the same), and
-// BLOCKMM_SHARE_B is not "0". Collective; the same answer on every rank of a node.
-bool share_right_operand_on_node(const kernels::Backend& backend, std::int64_t b_records,
+// of B's records (`b_records` of the file's `b_records_in_file`: then their B is the same), the
+// copy fits /dev/shm (where MPI backs the window), and BLOCKMM_SHARE_B is not "0". Collective;
+// the same answer on every rank of a node.
+bool share_right_operand_on_node(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records,
                                  std::int64_t b_records_in_file, const comm::Communicator& comm);
 
 // Collective over the node: its first rank passes the host operand it built, the others null;
