@@ -156,6 +156,28 @@ class Mpi : public ::testing::Test {
     return cpu;
   }
 
+  // A random case on disk: its inputs (saturated where the name starts with "saturating"),
+  // their files, and the plain run's product, checked against the oracle.
+  struct CaseFiles {
+    InputRecords a, b;
+    std::string pa, pb;
+    std::vector<std::byte> plain;
+  };
+  CaseFiles case_files(const std::string& name, const testing::RandomSpec& spec, std::mt19937_64& rng) {
+    CaseFiles c;
+    c.a = testing::random_blocks(spec, rng);
+    c.b = testing::random_blocks(spec, rng);
+    if (name.rfind("saturating", 0) == 0) {
+      saturate(c.a);
+      saturate(c.b);
+    }
+    c.pa = put("a.bin", c.a);
+    c.pb = put("b.bin", c.b);
+    const std::vector<std::byte> expected = encode(sparse_oracle(c.a, c.b));
+    c.plain = plain_product(c.pa, c.pb, &expected);
+    return c;
+  }
+
   // mpiexec -n N for each N in `ranks`: every output byte-identical to `plain`.
   void expect_identical(const std::string& a, const std::string& b, const std::vector<std::byte>& plain,
                         const std::vector<int>& ranks, const std::vector<std::string>& extra = {},
@@ -322,14 +344,10 @@ TEST_F(Mpi, RowsSharedWithNeighboursGiveIdenticalFiles) {
   cases.emplace_back("m = 5, zero blocks", awkward);
   for (const auto& [name, spec] : cases) {
     SCOPED_TRACE(name);
-    InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
-    if (name.rfind("saturating", 0) == 0) {
-      saturate(a);
-      saturate(b);
-    }
-    const std::string pa = put("a.bin", a), pb = put("b.bin", b);
-    const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
-    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    const CaseFiles files = case_files(name, spec, rng);
+    const InputRecords &a = files.a, &b = files.b;
+    const std::string &pa = files.pa, &pb = files.pb;
+    const std::vector<std::byte>& plain = files.plain;
     for (const char* chunk : {"16K", "4M"}) {
       if (name != "m = 4" && std::string(chunk) == "4M") continue;  // one case covers large chunks
       SCOPED_TRACE(std::string("--chunk-size ") + chunk);
@@ -581,39 +599,25 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
 // duplicate in B stops every rank with the plain run's message.
 TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
   std::mt19937_64 rng(2121);
-  std::vector<std::pair<std::string, testing::RandomSpec>> cases;
-  testing::RandomSpec eight;  // dense enough that every rank's A rows reach every row of B
-  eight.n = 8 * 48;
-  eight.m = 8;
-  eight.density = 0.5;
-  cases.emplace_back("m = 8", eight);
-  testing::RandomSpec three;
-  three.n = 3 * 61;
-  three.m = 3;
-  three.density = 0.6;
+  // Dense enough that every rank's A rows reach every row of B.
+  const auto dense = [](std::int32_t n, std::int32_t m, double density) {
+    testing::RandomSpec spec;
+    spec.n = n;
+    spec.m = m;
+    spec.density = density;
+    return spec;
+  };
+  const testing::RandomSpec eight = dense(8 * 48, 8, 0.5);
+  testing::RandomSpec three = dense(3 * 61, 3, 0.6);
   three.zero_block_fraction = 0.1;
   three.max_value = 1023;
-  cases.emplace_back("m = 3, zero blocks", three);
-  testing::RandomSpec one;
-  one.n = 300;
-  one.m = 1;
-  one.density = 0.5;
-  cases.emplace_back("m = 1", one);
-  testing::RandomSpec saturating;
-  saturating.n = 8 * 30;
-  saturating.m = 8;
-  saturating.density = 0.7;
-  cases.emplace_back("saturating m = 8", saturating);
+  const std::vector<std::pair<std::string, testing::RandomSpec>> cases = {
+      {"m = 8", eight}, {"m = 3, zero blocks", three}, {"m = 1", dense(300, 1, 0.5)}, {"saturating m = 8", dense(8 * 30, 8, 0.7)}};
   for (const auto& [name, spec] : cases) {
     SCOPED_TRACE(name);
-    InputRecords a = testing::random_blocks(spec, rng), b = testing::random_blocks(spec, rng);
-    if (name.rfind("saturating", 0) == 0) {
-      saturate(a);
-      saturate(b);
-    }
-    const std::string pa = put("a.bin", a), pb = put("b.bin", b);
-    const std::vector<std::byte> expected = encode(sparse_oracle(a, b));
-    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    const CaseFiles files = case_files(name, spec, rng);
+    const std::string &pa = files.pa, &pb = files.pb;
+    const std::vector<std::byte>& plain = files.plain;
     expect_identical(pa, pb, plain, rank_counts({2, 3, 4}));
     struct Mode {
       std::vector<std::string> env;
@@ -663,9 +667,8 @@ TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
     }
   }
   // A duplicate in B: the plain run's message from every rank.
-  testing::RandomSpec dense = eight;
-  const InputRecords good_a = testing::random_blocks(dense, rng);
-  InputRecords bad_b = testing::random_blocks(dense, rng);
+  const InputRecords good_a = testing::random_blocks(eight, rng);
+  InputRecords bad_b = testing::random_blocks(eight, rng);
   const std::int64_t last = bad_b.size() - 1;
   const std::int32_t i = record_row(bad_b.record(0)), j = record_col(bad_b.record(0));
   set_record_index(bad_b.record(last), i, j);
