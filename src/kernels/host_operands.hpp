@@ -16,16 +16,14 @@ namespace blockmm::kernels {
 // `storage` keeps alive, such as the copy that the ranks of a node share.
 class HostOperand final : public Operand {
  public:
-  explicit HostOperand(BlockMatrix matrix) : matrix_(std::move(matrix)), rows_(matrix_), owned_(true) {}
-  HostOperand(BlockRowsView rows, std::shared_ptr<const void> storage)
-      : rows_(rows), storage_(std::move(storage)), owned_(false) {}
+  explicit HostOperand(BlockMatrix matrix) : matrix_(std::move(matrix)), rows_(matrix_) {}
+  HostOperand(BlockRowsView rows, std::shared_ptr<const void> storage) : rows_(rows), storage_(std::move(storage)) {}
   HostOperand(const HostOperand&) = delete;  // rows_ may point into matrix_
   HostOperand& operator=(const HostOperand&) = delete;
   std::int64_t blocks() const override { return rows_.blocks(); }
-  bool owns_matrix() const { return owned_; }
-  // The matrix itself (owned operands only: a shared one has no BlockMatrix).
+  // The matrix itself (owned operands only: a shared one, held by `storage`, has no BlockMatrix).
   const BlockMatrix& matrix() const {
-    if (!owned_) throw Error(ExitCode::other, "internal error: a shared operand used as a left operand");
+    if (storage_) throw Error(ExitCode::other, "internal error: a shared operand used as a left operand");
     return matrix_;
   }
   const BlockRowsView& rows() const { return rows_; }
@@ -33,8 +31,7 @@ class HostOperand final : public Operand {
  private:
   BlockMatrix matrix_;
   BlockRowsView rows_;
-  std::shared_ptr<const void> storage_;
-  bool owned_;
+  std::shared_ptr<const void> storage_;  // set for rows held elsewhere
 };
 
 class HostPattern final : public ProductPattern {
