@@ -324,6 +324,44 @@ TEST_F(CudaBackend, GenericKernelMatchesReferenceOnRandomCases) {
   random_cases(120, 777, 24);
 }
 
+// The backend makes cuBLAS ready (a handle, a first product) before its first numeric phase and
+// keeps that handle: numeric phases one after another on one backend, each with its own streams,
+// all match the reference, with the warm-up product in room and with a budget that leaves it out.
+TEST_F(CudaBackend, DenseNumericPhasesOnOneBackendReuseItsCublasHandle) {
+  std::mt19937_64 rng(2024);
+  for_each_dense_encoding([&](const std::string& path) {
+    for (const std::int64_t budget : {std::int64_t{0}, std::int64_t{64} << 20}) {
+      const RandomSpec spec = random_spec(rng, 24);
+      const InputRecords a = random_blocks(spec, rng);
+      const InputRecords b = random_blocks(spec, rng);
+      const std::int32_t p = a.shape.block_rows();
+      auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
+      kernels::BackendConfig config;
+      config.cuda = g_cuda;
+      config.device_memory_budget = budget;
+      auto backend = kernels::make_backend(BackendKind::cuda, config);
+      MemoryRecordSource a_source(a), b_source(b);
+      const auto am = backend->build(a_source, {0, p, OperandRole::left, dup});
+      const auto bm = backend->build(b_source, {0, p, OperandRole::right, dup});
+      (void)backend->block_products(*am, *bm);
+      const auto pattern = backend->symbolic(*am, *bm);
+      const ProductRun expected = multiply(a, b, BackendKind::reference);
+      for (int run = 0; run < 3; ++run) {
+        OutputRecords output;
+        output.shape = a.shape;
+        AppendingSink sink(output);
+        kernels::NumericOptions options;
+        options.chunk_bytes = run == 1 ? 1 : std::int64_t{256} << 20;
+        options.device_memory_budget = budget;
+        const kernels::NumericReport report = backend->numeric(*am, *bm, *pattern, sink, options);
+        const std::string what = "run " + std::to_string(run) + ", budget " + std::to_string(budget);
+        ASSERT_TRUE(expected.output.bytes == output.bytes) << what << ": " << compare_outputs(expected.output, output);
+        if (expected.layout.tiles() > 0) EXPECT_NE(report.device.find(path), std::string::npos) << what << ": " << report.device;
+      }
+    }
+  });
+}
+
 TEST_F(CudaBackend, DenseTilesMatchReferenceOnRandomCases) {
   for_each_dense_encoding([](const std::string& path) { random_cases(200, 1999, 32, path); });
 }

@@ -158,4 +158,33 @@ TEST(DensePlan, ChunkRowsCoverEveryRowOnceWithinTheirLimits) {
 }
 
 }  // namespace
+// The product that makes cuBLAS ready: the dense path's K (int8 K padded, up to kWarmUpMaxK),
+// square sides of 2048 or the whole padded order below that; float64 smaller; none where it
+// would pass a sixteenth of the memory free or budgeted.
+TEST(DensePlan, WarmUpProductTakesTheDensePathsShapeWithinASixteenthOfTheMemory) {
+  const std::int64_t plenty = std::int64_t{80} << 30;
+  WarmUpProduct g1 = warm_up_product(16384, DenseEncoding::int8_split, plenty, 0);
+  EXPECT_FALSE(g1.float64);
+  EXPECT_EQ(g1.rows, 2048);
+  EXPECT_EQ(g1.cols, 2048);
+  EXPECT_EQ(g1.k, 16384);
+  EXPECT_EQ(g1.bytes(), 2 * 2048 * 16384 + 4 * 2048 * 2048);
+  EXPECT_EQ(warm_up_product(32768, DenseEncoding::int8_planes, plenty, 0).k, 32768);
+  EXPECT_EQ(warm_up_product(100000, DenseEncoding::int8_narrow, plenty, 0).k, kWarmUpMaxK);
+  const WarmUpProduct small = warm_up_product(1000, DenseEncoding::int8_narrow, plenty, 0);
+  EXPECT_EQ(small.rows, 1008);  // 1000 padded to 16
+  EXPECT_EQ(small.k, 1008);
+  const WarmUpProduct f64 = warm_up_product(500000, DenseEncoding::float64, plenty, 0);
+  EXPECT_TRUE(f64.float64);
+  EXPECT_EQ(f64.rows, 2048);
+  EXPECT_EQ(f64.k, kWarmUpFloat64K);
+  EXPECT_EQ(f64.bytes(), 8 * (2048 + 2048) * kWarmUpFloat64K + 8 * 2048 * 2048);
+  // Memory: a sixteenth of the free memory, or of a budget below it.
+  EXPECT_EQ(warm_up_product(16384, DenseEncoding::int8_split, g1.bytes() * kWarmUpShare, 0).rows, 2048);
+  EXPECT_EQ(warm_up_product(16384, DenseEncoding::int8_split, g1.bytes() * kWarmUpShare - 1, 0).rows, 0);
+  EXPECT_EQ(warm_up_product(16384, DenseEncoding::int8_split, plenty, g1.bytes() * kWarmUpShare - 1).rows, 0);
+  EXPECT_EQ(warm_up_product(16384, DenseEncoding::int8_split, plenty, g1.bytes() * kWarmUpShare).rows, 2048);
+  EXPECT_EQ(warm_up_product(0, DenseEncoding::int8_split, plenty, 0).rows, 0);
+}
+
 }  // namespace blockmm::kernels::cuda

@@ -149,6 +149,7 @@ class CublasHandle {
   ~CublasHandle() { blas_.destroy(handle_); }
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
+  void set_stream(cudaStream_t stream) { BLOCKMM_CUBLAS_CHECK(blas_.set_stream(handle_, stream)); }
   void multiply(int rows, int cols, int k, const double* a, const double* b, double* c) {
     const double one = 1.0, zero = 0.0;
     BLOCKMM_CUBLAS_CHECK(blas_.dgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, k, &one, a, rows, b, k, &zero, c, rows));
@@ -201,6 +202,13 @@ class ChunkPipeline {
   struct OutputChunk {
     std::int64_t first_tile, tiles;
   };
+  // Where a run's time went besides the kernels (seconds): the host issuing the first chunk
+  // (cuBLAS picks and loads its kernels there), the host waiting out the last chunk and its
+  // copy-back, and the device's span from the first kernel to the last copy.
+  struct Timeline {
+    double first_issue = 0, last_drain = 0, device_span = 0;
+  };
+  const Timeline& timeline() const { return timeline_; }
 
   // enqueue(c, out) queues chunk c's compute on compute(), writing its records to `out`.
   template <typename Enqueue>
@@ -262,16 +270,29 @@ class ChunkPipeline {
       report.compute_seconds += ms / 1e3;
       ++report.chunks;
     };
+    using Clock = std::chrono::steady_clock;
+    const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+    if (!chunks.empty()) BLOCKMM_CUDA_CHECK(cudaEventRecord(span_start_.get(), compute_.get()));
     for (std::size_t c = 0; c < chunks.size(); ++c) {
       const int buffer = static_cast<int>(c % 2);
       // d_out_[buffer] was last read by the copies of chunk c-2.
       if (c >= 2) BLOCKMM_CUDA_CHECK(cudaStreamWaitEvent(compute_.get(), copied_[buffer].get(), 0));
       BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_start_[buffer].get(), compute_.get()));
+      const auto issue = Clock::now();
       enqueue(c, d_out_[buffer].get());
+      if (c == 0) timeline_.first_issue += seconds_since(issue);
       BLOCKMM_CUDA_CHECK(cudaEventRecord(kernel_end_[buffer].get(), compute_.get()));
       if (c >= 1) drain_chunk(c - 1);  // while chunk c computes
     }
-    if (!chunks.empty()) drain_chunk(chunks.size() - 1);
+    if (chunks.empty()) return;
+    const auto drain = Clock::now();
+    drain_chunk(chunks.size() - 1);
+    BLOCKMM_CUDA_CHECK(cudaEventRecord(span_end_.get(), copy_.get()));
+    BLOCKMM_CUDA_CHECK(cudaEventSynchronize(span_end_.get()));
+    timeline_.last_drain += seconds_since(drain);
+    float ms = 0;
+    BLOCKMM_CUDA_CHECK(cudaEventElapsedTime(&ms, span_start_.get(), span_end_.get()));
+    timeline_.device_span += ms / 1e3;
   }
 
  private:
@@ -284,6 +305,8 @@ class ChunkPipeline {
   Event kernel_start_[2] = {Event(true), Event(true)};
   Event kernel_end_[2] = {Event(true), Event(true)};
   Event copied_[2];
+  Event span_start_{true}, span_end_{true};
+  Timeline timeline_;
   std::vector<std::shared_ptr<void>> held_;
 };
 
@@ -317,6 +340,41 @@ void load_cublas() {
   try {
     (void)cuda::CublasLibrary::get();  // a load in flight on another thread is waited for
   } catch (...) {  // the numeric phase reports it, where it needs the library
+  }
+}
+
+// cuBLAS made ready before the numeric phase: the library loaded, a handle created, and one
+// product of the dense path's kind and shape family issued and waited for (dense_plan.hpp,
+// WarmUpProduct). Between numeric phases the handle works on its own stream.
+struct ReadyCublas {
+  cuda::Stream stream;
+  CublasHandle handle{stream.get()};
+};
+
+std::shared_ptr<ReadyCublas> prepare_cublas(int device, std::int64_t n, cuda::DenseEncoding encoding, std::int64_t budget) {
+  try {
+    BLOCKMM_CUDA_CHECK(cudaSetDevice(device));
+    auto ready = std::make_shared<ReadyCublas>();
+    std::size_t free_bytes = 0, total_bytes = 0;
+    BLOCKMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const cuda::WarmUpProduct warm = cuda::warm_up_product(n, encoding, static_cast<std::int64_t>(free_bytes), budget);
+    if (warm.rows == 0) return ready;
+    const auto count = [](std::int64_t x) { return static_cast<std::size_t>(x); };
+    const std::int64_t a_count = std::int64_t{warm.rows} * warm.k, b_count = std::int64_t{warm.cols} * warm.k;
+    const std::int64_t c_count = std::int64_t{warm.rows} * warm.cols;
+    if (warm.float64) {
+      DeviceArray<double> a(count(a_count)), b(count(b_count)), c(count(c_count));
+      ready->handle.multiply(warm.rows, warm.cols, warm.k, a.get(), b.get(), c.get());
+      BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(ready->stream.get()));
+    } else {
+      DeviceArray<std::int8_t> a(count(a_count)), b(count(b_count));
+      DeviceArray<std::int32_t> c(count(c_count));
+      ready->handle.multiply(warm.rows, warm.cols, warm.k, a.get(), b.get(), c.get());
+      BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(ready->stream.get()));
+    }
+    return ready;
+  } catch (...) {  // the numeric phase makes its own handle, and reports what fails there
+    return nullptr;
   }
 }
 
@@ -429,6 +487,7 @@ class CudaBackend final : public Backend {
     const cuda::DeviceOperand& a = device_operand(a_operand);
     const cuda::DeviceOperand& b = device_operand(b_operand);
     const cuda::DevicePattern& pattern = device_pattern(product_pattern);
+    const auto numeric_start = std::chrono::steady_clock::now();
     NumericReport report;
     report.device = device_name_ + (built_on_device_ ? "" : ", operands built on the host");
     if (pattern.tiles() == 0) return report;
@@ -476,12 +535,17 @@ class CudaBackend final : public Backend {
     if (cuda::dense_path_pays(problem, choices_)) {
       const cuda::DenseEncoding encoding =
           cuda::dense_encoding(a.shape.n, largest_value(a, b, pipeline.compute()), choices_);
+      steps_["numeric: to the dense plan"] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - numeric_start).count();
       report.device += std::string(", ") + cuda::describe(encoding);
       numeric_dense(a, b, pattern, sink, options, cuda::plan_dense(problem, encoding), params, pipeline, report);
     } else {
       numeric_sparse(a, pattern, sink, options, room, params, pipeline, report);
     }
 
+    steps_["numeric: issue the first chunk (host)"] += pipeline.timeline().first_issue;
+    steps_["numeric: drain the last chunk (host)"] += pipeline.timeline().last_drain;
+    steps_["numeric: first kernel to last copy (device)"] += pipeline.timeline().device_span;
     unsigned int zero_count = 0;
     BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(&zero_count, zero_tiles, sizeof zero_count, cudaMemcpyDeviceToHost, pipeline.compute()));
     BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(pipeline.compute()));
@@ -612,8 +676,16 @@ class CudaBackend final : public Backend {
     const std::int32_t* d_cols = pattern.d_col.get();
     const auto load_start = std::chrono::steady_clock::now();
     steps_["numeric: dense buffers and units"] += std::chrono::duration<double>(load_start - setup_start).count();
-    if (cublas_preload_.valid()) cublas_preload_.wait();
-    CublasHandle& blas = pipeline.keep_object(std::make_shared<CublasHandle>(compute));
+    if (cublas_preload_.valid()) ready_cublas_ = cublas_preload_.get();
+    if (!ready_cublas_) ready_cublas_ = std::make_shared<ReadyCublas>();
+    CublasHandle& blas = ready_cublas_->handle;
+    blas.set_stream(compute);
+    // Back on its own stream once the pipeline's streams are gone (the pipeline holds this).
+    struct OwnStream {
+      std::shared_ptr<ReadyCublas> ready;
+      ~OwnStream() { ready->handle.set_stream(ready->stream.get()); }
+    };
+    pipeline.keep_object(std::shared_ptr<OwnStream>(new OwnStream{ready_cublas_}));
     steps_["numeric: load cuBLAS (wait)"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     bool b_expanded = false;
 
@@ -712,13 +784,15 @@ class CudaBackend final : public Backend {
     });
   }
 
-  // When the dense path will (likely) run, cuBLAS (0.06-0.08 s to load on the H100 machine)
-  // loads on a thread of its own, beside the build or the symbolic phase, not inside the numeric
-  // phase; where the driver started it beside the context (preload_dense_library), this waits
-  // for that load. Once per backend; the future's destructor waits for a load in flight.
+  // When the dense path will (likely) run, cuBLAS (0.06-0.08 s to load on the H100 machine) is
+  // made ready on a thread of its own (prepare_cublas: loaded, a handle, its GEMM kernel chosen
+  // and loaded), beside the build or the symbolic phase, not inside the numeric phase; where the
+  // driver started the load beside the context (preload_dense_library), this waits for that
+  // load. Once per backend; the future's destructor waits for a preparation in flight.
   void preload_cublas_if_dense(std::int64_t n, std::int32_t m, std::int32_t rows, std::int64_t block_products) {
-    if (cublas_preload_.valid() || !dense_library_needed(n, m, rows, block_products, choices_)) return;
-    cublas_preload_ = std::async(std::launch::async, load_cublas);
+    if (cublas_preload_.valid() || ready_cublas_ || !dense_library_needed(n, m, rows, block_products, choices_)) return;
+    // The values' largest is not known yet; only float64 against int8 changes the kernels.
+    cublas_preload_ = std::async(std::launch::async, prepare_cublas, device_, n, cuda::dense_encoding(n, 0, choices_), budget_);
   }
 
   // 80% of the device's free memory, shared among the ranks on this GPU.
@@ -740,7 +814,8 @@ class CudaBackend final : public Backend {
   std::int64_t resident_bytes_ = 0;  // operands built so far
   std::int64_t pattern_bytes_ = 0;
   bool built_on_device_ = true;
-  std::future<void> cublas_preload_;  // last member: destroyed (waited for) first
+  std::shared_ptr<ReadyCublas> ready_cublas_;
+  std::future<std::shared_ptr<ReadyCublas>> cublas_preload_;  // last member: destroyed (waited for) first
 };
 
 }  // namespace

@@ -110,6 +110,24 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding) {
   return plan;
 }
 
+std::int64_t WarmUpProduct::bytes() const {
+  const std::int64_t element = float64 ? 8 : 1, product = float64 ? 8 : 4;
+  return element * (std::int64_t{rows} + cols) * k + product * std::int64_t{rows} * cols;
+}
+
+WarmUpProduct warm_up_product(std::int64_t n, DenseEncoding encoding, std::int64_t free_bytes, std::int64_t budget) {
+  WarmUpProduct product;
+  product.float64 = encoding == DenseEncoding::float64;
+  const std::int64_t k = product.float64 ? std::min(n, kWarmUpFloat64K) : std::min(pad_to_planes(n), kWarmUpMaxK);
+  const std::int64_t side = product.float64 ? std::min(n, kWarmUpSide) : std::min(pad_to_planes(n), kWarmUpSide);
+  if (k <= 0 || side <= 0) return {};
+  product.rows = product.cols = static_cast<std::int32_t>(side);
+  product.k = static_cast<std::int32_t>(k);
+  const std::int64_t limit = (budget > 0 ? std::min(budget, free_bytes) : free_bytes) / kWarmUpShare;
+  if (product.bytes() > limit) return {};
+  return product;
+}
+
 std::vector<std::int32_t> dense_chunk_rows(const DensePlan& plan, const std::vector<std::int64_t>& row_ptr) {
   const auto rows = static_cast<std::int32_t>(row_ptr.size()) - 1;
   std::vector<std::int32_t> first;

@@ -85,6 +85,23 @@ ResourceError budget_error(std::int64_t room, std::int64_t need);
 // Throws ResourceError naming the budget when the room cannot hold the smallest tiles.
 DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding);
 
+// One product issued before the numeric phase so that cuBLAS has chosen and loaded the kernel
+// of the dense path's GEMMs by then (bench/NOTES.md item 23: the first int8 GEMM of a shape
+// family cost 10-16 ms of host time, the GPU idle behind it; a 256^3 product did not load the
+// large GEMMs' kernel, 2048 x 2048 x K did). Its operands are uninitialised scratch; the
+// product is discarded. Empty (rows == 0) where it would take more than kWarmUpShare of the
+// device memory free, or of an explicit budget.
+struct WarmUpProduct {
+  bool float64 = false;
+  std::int32_t rows = 0, cols = 0, k = 0;  // the GEMM's M, N and K
+  std::int64_t bytes() const;              // device memory of its A, B and C
+};
+constexpr std::int64_t kWarmUpSide = 2048;     // M and N where the panels are at least this large
+constexpr std::int64_t kWarmUpMaxK = 32768;    // int8: the dense path's K up to this
+constexpr std::int64_t kWarmUpFloat64K = 4096; // float64: K (its kernels vary less with shape)
+constexpr std::int64_t kWarmUpShare = 16;      // at most 1/16 of the memory free or budgeted
+WarmUpProduct warm_up_product(std::int64_t n, DenseEncoding encoding, std::int64_t free_bytes, std::int64_t budget);
+
 // Chunks of whole block-rows: at most plan.chunk_tiles tiles (or one row) and
 // plan.max_rows_per_tile rows each. Returns the first panel row of each chunk, then `rows`.
 std::vector<std::int32_t> dense_chunk_rows(const DensePlan& plan, const std::vector<std::int64_t>& row_ptr);
