@@ -96,7 +96,15 @@ int main(int argc, char** argv) {
       stats_file = std::make_unique<blockmm::io::AtomicOutput>(options.stats_file, *comm);
       comm->run_phase([&] { stats_file->reserve((std::int64_t{64} << 10) + std::int64_t{1024} * comm->size()); });
     }
-    blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm);
+    // A run on its own ends with _Exit below: what the run holds is left to the kernel.
+#ifndef __SANITIZE_ADDRESS__
+    const bool ends_at_once = !comm->uses_mpi();
+#else
+    const bool ends_at_once = false;
+#endif
+    blockmm::driver::KeptUntilExit kept_until_exit;
+    blockmm::driver::RunStats stats =
+        blockmm::driver::run_product(options, *comm, ends_at_once ? &kept_until_exit : nullptr);
     const std::string version = blockmm::driver::version_text();
     stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
     stats.command_line.assign(argv, argv + argc);

@@ -106,7 +106,7 @@ void gather_phase_times(const PhaseTimes& mine, const comm::Communicator& comm, 
 
 }  // namespace
 
-RunStats run_product(const Options& options, const comm::Communicator& comm) {
+RunStats run_product(const Options& options, const comm::Communicator& comm, KeptUntilExit* kept_until_exit) {
   Stopwatch total_clock;
   Stopwatch clock;
   PhaseTimes mine;
@@ -387,6 +387,14 @@ RunStats run_product(const Options& options, const comm::Communicator& comm) {
   stats.record_bytes_between_nodes = comm.sum(dist.exchanged.record_bytes_between_nodes);
   stats.index_bytes_within_node = comm.sum(dist.exchanged.index_bytes_within_node);
   stats.index_bytes_between_nodes = comm.sum(dist.exchanged.index_bytes_between_nodes);
+  if (kept_until_exit != nullptr) {
+    // Device arrays go with the operands, then the backend that made them (as on return).
+    kept_until_exit->push_back(std::move(pattern));
+    kept_until_exit->push_back(std::move(a));
+    kept_until_exit->push_back(std::move(b));
+    kept_until_exit->push_back(std::make_shared<SharedNumericPlan>(std::move(shared)));
+    kept_until_exit->push_back(std::move(backend));
+  }
   return stats;
 }
 
