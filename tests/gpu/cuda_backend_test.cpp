@@ -174,6 +174,62 @@ TEST_F(CudaBackend, DuplicateBlocksGiveTheHostBuildsMessage) {
   }
 }
 
+// A records source whose reads fail, as a file with a bad record does.
+class FailingSource final : public RecordSource {
+ public:
+  explicit FailingSource(MatrixShape shape) : shape_(shape) {}
+  MatrixShape shape() const override { return shape_; }
+  std::int64_t size() const override { return 1000; }
+  void read(std::int64_t, std::int64_t, std::byte*) const override { throw InputError("B.bin: record 7 is unreadable"); }
+  InputRecords take() override { throw InputError("B.bin: record 7 is unreadable"); }
+
+ private:
+  MatrixShape shape_;
+};
+
+// A device build ends on a thread of its own while the next operand is read: the first
+// operand's error still comes first, whether the second has a duplicate too or its read fails,
+// and the second's own error stands when the first is sound.
+TEST_F(CudaBackend, TheFirstOperandsErrorComesFirst) {
+  std::mt19937_64 rng(77);
+  RandomSpec spec = random_spec(rng, 30);
+  spec.density = 0.5;
+  InputRecords a = random_blocks(spec, rng);
+  InputRecords b = random_blocks(spec, rng);
+  ASSERT_GE(a.size(), 2);
+  ASSERT_GE(b.size(), 2);
+  const InputRecords sound_a = a;
+  set_record_index(a.record(1), record_row(a.record(0)), record_col(a.record(0)));
+  set_record_index(b.record(1), record_row(b.record(0)), record_col(b.record(0)));
+  const std::int32_t p = a.shape.block_rows();
+  const auto named = [](const char* which) {
+    return [which](std::int32_t i, std::int32_t j) {
+      return std::string(which) + " holds block (" + std::to_string(i) + ", " + std::to_string(j) + ") twice";
+    };
+  };
+  const auto error_of = [&](const InputRecords& left, bool failing_right, const InputRecords& right) -> std::string {
+    kernels::BackendConfig config;
+    config.cuda = g_cuda;
+    auto backend = kernels::make_backend(BackendKind::cuda, config);
+    try {
+      MemoryRecordSource a_source(left), b_source(right);
+      FailingSource failing(right.shape);
+      const auto am = backend->build(a_source, {0, p, OperandRole::left, named("A")});
+      const auto bm = failing_right ? backend->build(failing, {0, p, OperandRole::right, named("B")})
+                                    : backend->build(b_source, {0, p, OperandRole::right, named("B")});
+      (void)backend->block_products(*am, *bm);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of(a, false, b).rfind("A holds block", 0), 0u) << error_of(a, false, b);
+  EXPECT_EQ(error_of(a, true, b).rfind("A holds block", 0), 0u) << error_of(a, true, b);
+  EXPECT_EQ(error_of(sound_a, true, b), "B.bin: record 7 is unreadable");
+  EXPECT_EQ(error_of(sound_a, false, b).rfind("B holds block", 0), 0u) << error_of(sound_a, false, b);
+  EXPECT_EQ(error_of(sound_a, false, sound_a), "no error");
+}
+
 // A matrix wide enough that a row's tile bitset cannot sit in shared memory (p = 400 000):
 // heavy rows take the global-memory bitsets, light rows the sorted products.
 TEST_F(CudaBackend, WideMatrixHeavyRowsMatchTheCpuBackend) {
