@@ -1,8 +1,13 @@
 #include "comm/communicator.hpp"
 
+#include <fcntl.h>
 #include <mpi.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -412,16 +417,113 @@ std::unique_ptr<NodeCounters> Communicator::node_counters(int count) const {
 
 NodeCounters::~NodeCounters() { close_node_window(window_.get()); }
 
+struct NodeMapping {
+  MPI_Comm node = MPI_COMM_NULL;
+  int node_rank = 0;
+  void* reserved = nullptr;  // the address range reserved around the mapping (munmap'd whole)
+  std::size_t reserved_bytes = 0;
+  std::byte* data = nullptr;
+  std::size_t data_bytes = 0;  // mapped: the size rounded up to 2 MiB
+  std::vector<std::uint64_t> local;  // without MPI
+};
+
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+#ifndef MADV_COLLAPSE
+constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older kernels answer EINVAL, and small pages stay
+#endif
+
+// Maps `fd` (data_bytes long) at a 2 MiB boundary: a PMD can map a huge page only where the
+// address and the file offset agree modulo 2 MiB.
+bool map_at_huge_boundary(NodeMapping& m, int fd) {
+  m.reserved_bytes = m.data_bytes + kHugePage;
+  m.reserved = ::mmap(nullptr, m.reserved_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m.reserved == MAP_FAILED) {
+    m.reserved = nullptr;
+    return false;
+  }
+  const std::uintptr_t aligned = (reinterpret_cast<std::uintptr_t>(m.reserved) + kHugePage - 1) & ~(kHugePage - 1);
+  void* data = ::mmap(reinterpret_cast<void*>(aligned), m.data_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (data == MAP_FAILED) return false;
+  m.data = static_cast<std::byte*>(data);
+  return true;
+}
+
+}  // namespace
+
 std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t bytes) const {
   std::unique_ptr<NodeSharedBytes> shared(new NodeSharedBytes());
-  shared->window_ = std::make_unique<NodeWindow>();
-  shared->data_ = open_node_window(*shared->window_, node_comms_ ? &node_comms_->node : nullptr, bytes, shared->size_);
+  shared->mapping_ = std::make_unique<NodeMapping>();
+  NodeMapping& m = *shared->mapping_;
+  shared->size_ = bytes;
+  if (!node_comms_) {
+    m.local.assign(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 8) + 7) / 8, 0);
+    shared->data_ = reinterpret_cast<std::byte*>(m.local.data());
+    return shared;
+  }
+  m.node = node_comms_->node;
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(m.node, &m.node_rank));
+  // The first rank's size is the node's (as for an MPI window: the others pass 0).
+  long long leader_bytes = std::max<std::int64_t>(bytes, 1);
+  BLOCKMM_MPI_CHECK(MPI_Bcast(&leader_bytes, 1, MPI_LONG_LONG, 0, m.node));
+  shared->size_ = leader_bytes;
+  m.data_bytes = (static_cast<std::size_t>(leader_bytes) + kHugePage - 1) & ~(kHugePage - 1);
+  // The node's first rank names and sizes the file (its blocks allocated now: a full /dev/shm
+  // is an error here, not a SIGBUS later); every rank opens and maps it; then it is unlinked, so
+  // that nothing is left in /dev/shm once the ranks end, however they end.
+  static std::atomic<int> serial{0};
+  char name[64] = {};
+  int fd = -1;
+  int failure = 0;  // errno of this rank's first failing step
+  bool created = false;
+  if (m.node_rank == 0) {
+    std::snprintf(name, sizeof name, "/blockmm-%ld-%d", static_cast<long>(::getpid()), serial++);
+    fd = ::shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    created = fd >= 0;
+    if (fd < 0) failure = errno;
+    if (failure == 0) failure = ::posix_fallocate(fd, 0, static_cast<off_t>(m.data_bytes));
+  }
+  BLOCKMM_MPI_CHECK(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, m.node));
+  if (m.node_rank != 0) {
+    fd = ::shm_open(name, O_RDWR, 0600);
+    if (fd < 0) failure = errno;
+  }
+  if (failure == 0 && !map_at_huge_boundary(m, fd)) failure = errno != 0 ? errno : ENOMEM;
+  if (fd >= 0) ::close(fd);
+  int worst = 0;
+  BLOCKMM_MPI_CHECK(MPI_Allreduce(&failure, &worst, 1, MPI_INT, MPI_MAX, m.node));  // every rank has opened it
+  if (created) ::shm_unlink(name);
+  if (worst != 0) {
+    if (m.reserved != nullptr) ::munmap(m.reserved, m.reserved_bytes);
+    m.reserved = nullptr;
+    throw ResourceError("cannot share " + std::to_string((leader_bytes >> 20) + 1) + " MiB among the ranks of a node in /dev/shm: " +
+                        std::strerror(worst));
+  }
+  // Huge pages where the kernel makes them (best effort): the first rank's collapse puts the
+  // file's blocks in 2 MiB pages; the others map them in publish().
+  if (m.node_rank == 0) (void)::madvise(m.data, m.data_bytes, MADV_COLLAPSE);
+  shared->data_ = m.data;
   return shared;
 }
 
-void NodeSharedBytes::publish() const { sync_node_window(*window_); }
+void NodeSharedBytes::publish() const {
+  NodeMapping& m = *mapping_;
+  if (m.node == MPI_COMM_NULL) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  BLOCKMM_MPI_CHECK(MPI_Barrier(m.node));
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (m.node_rank != 0) (void)::madvise(m.data, m.data_bytes, MADV_COLLAPSE);
+}
 
-NodeSharedBytes::~NodeSharedBytes() { close_node_window(window_.get()); }
+NodeSharedBytes::~NodeSharedBytes() {
+  NodeMapping& m = *mapping_;
+  if (m.node == MPI_COMM_NULL || m.reserved == nullptr) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) (void)MPI_Barrier(m.node);  // no rank unmaps while another still reads
+  ::munmap(m.reserved, m.reserved_bytes);
+}
 
 std::uint64_t NodeCounters::fetch_add(int index, std::uint64_t value) {
   if (index < 0 || index >= count_)

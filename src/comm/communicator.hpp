@@ -59,9 +59,15 @@ class NodeCounters {
 };
 
 // Bytes that the ranks of one node share: the node's first rank allocates them and fills them,
-// every rank of the node reads them (an MPI shared-memory window; ordinary memory without MPI).
+// every rank of the node reads them (a file in /dev/shm that every rank maps, unlinked once all
+// have; ordinary memory without MPI). The mapping starts on a 2 MiB boundary and, where the
+// kernel can (MADV_COLLAPSE, Linux 6.1), is backed by huge pages even where shared memory's
+// transparent huge pages are off: the kernels' random reads of B cost a TLB miss a 4 KiB page
+// otherwise, which one process's private B on huge pages never paid (bench/NOTES.md item 24).
 // Made by Communicator::node_shared_bytes; destroying it is collective over the node, like
 // NodeCounters.
+struct NodeMapping;
+
 class NodeSharedBytes {
  public:
   ~NodeSharedBytes();
@@ -75,7 +81,7 @@ class NodeSharedBytes {
  private:
   friend class Communicator;
   NodeSharedBytes() = default;
-  std::unique_ptr<NodeWindow> window_;
+  std::unique_ptr<NodeMapping> mapping_;
   std::byte* data_ = nullptr;
   std::int64_t size_ = 0;
 };

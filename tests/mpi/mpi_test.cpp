@@ -6,14 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <sstream>
 #include <stdlib.h>
+#include <thread>
 
 #include "cli/harness/harness.hpp"
 #include "support/dense_reference.hpp"
@@ -597,6 +601,25 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
 // zero blocks, m = 1, and saturating sums), --stats says so, and it is off with
 // BLOCKMM_SHARE_B=0, with one node a rank, and where ranks need only part of B (a banded A); a
 // duplicate in B stops every rank with the plain run's message.
+// Files of blockmm's node-shared memory in /dev/shm that are there now and still a second later.
+std::vector<std::string> lasting_shared_files() {
+  const auto list = [] {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec))
+      if (entry.path().filename().string().rfind("blockmm-", 0) == 0) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> first = list();
+  if (first.empty()) return first;
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const std::vector<std::string> second = list();
+  std::vector<std::string> both;
+  std::set_intersection(first.begin(), first.end(), second.begin(), second.end(), std::back_inserter(both));
+  return both;
+}
+
 TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
   std::mt19937_64 rng(2121);
   // Dense enough that every rank's A rows reach every row of B.
@@ -635,6 +658,9 @@ TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
         ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
         EXPECT_EQ(j.at("b_shared_on_node").get<bool>(), mode.shared);
         std::remove(out.c_str());
+        // The shared copy's file in /dev/shm is unlinked once every rank has mapped it: none
+        // outlives a run (names seen twice a second apart; another test's run may hold one).
+        EXPECT_EQ(lasting_shared_files(), std::vector<std::string>{});
       }
     }
   }
