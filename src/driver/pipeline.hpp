@@ -15,7 +15,7 @@ namespace blockmm::driver {
 // What a finished run still holds (the backend, its operands on the device, the pattern), for a
 // caller that ends the process at once: run_product moves them into `kept_until_exit` instead of
 // freeing them, since the kernel releases device memory and the CUDA context at exit anyway and
-// freeing them first cost G1 5-10 ms (bench/NOTES.md item 23). Null: freed on return.
+// freeing them first cost G1 about 3 ms (bench/NOTES.md item 23). Null: freed on return.
 using KeptUntilExit = std::vector<std::shared_ptr<void>>;
 
 RunStats run_product(const Options& options, const comm::Communicator& comm, KeptUntilExit* kept_until_exit = nullptr);

@@ -683,7 +683,12 @@ class CudaBackend final : public Backend {
     // Back on its own stream once the pipeline's streams are gone (the pipeline holds this).
     struct OwnStream {
       std::shared_ptr<ReadyCublas> ready;
-      ~OwnStream() { ready->handle.set_stream(ready->stream.get()); }
+      ~OwnStream() {
+        try {
+          ready->handle.set_stream(ready->stream.get());
+        } catch (...) {  // (a destructor; the next numeric phase sets its own stream anyway)
+        }
+      }
     };
     pipeline.keep_object(std::shared_ptr<OwnStream>(new OwnStream{ready_cublas_}));
     steps_["numeric: load cuBLAS (wait)"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
