@@ -596,11 +596,6 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
   }
 }
 
-// Ranks of one node that each need all of B read one copy of it, built by the node's first
-// rank (driver/shared_right_operand.hpp): the plain run's bytes on 2-4 ranks (m = 8, m = 3 with
-// zero blocks, m = 1, and saturating sums), --stats says so, and it is off with
-// BLOCKMM_SHARE_B=0, with one node a rank, and where ranks need only part of B (a banded A); a
-// duplicate in B stops every rank with the plain run's message.
 // Files of blockmm's node-shared memory in /dev/shm that are there now and still a second later.
 std::vector<std::string> lasting_shared_files() {
   const auto list = [] {
@@ -620,6 +615,11 @@ std::vector<std::string> lasting_shared_files() {
   return both;
 }
 
+// Ranks of one node that each need all of B read one copy of it, built by the node's first
+// rank (driver/shared_right_operand.hpp): the plain run's bytes on 2-4 ranks (m = 8, m = 3 with
+// zero blocks, m = 1, and saturating sums), --stats says so, and it is off with
+// BLOCKMM_SHARE_B=0, with one node a rank, and where ranks need only part of B (a banded A); a
+// duplicate in B stops every rank with the plain run's message.
 TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
   std::mt19937_64 rng(2121);
   // Dense enough that every rank's A rows reach every row of B.

@@ -157,7 +157,6 @@ TEST(DensePlan, ChunkRowsCoverEveryRowOnceWithinTheirLimits) {
   }
 }
 
-}  // namespace
 // The product that makes cuBLAS ready: the dense path's K (int8 K padded, up to kWarmUpMaxK),
 // square sides of 2048 or the whole padded order below that; float64 smaller; none where it
 // would pass a sixteenth of the memory free or budgeted.
@@ -187,4 +186,5 @@ TEST(DensePlan, WarmUpProductTakesTheDensePathsShapeWithinASixteenthOfTheMemory)
   EXPECT_EQ(warm_up_product(0, DenseEncoding::int8_split, plenty, 0).rows, 0);
 }
 
+}  // namespace
 }  // namespace blockmm::kernels::cuda
