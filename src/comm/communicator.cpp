@@ -339,91 +339,61 @@ void Communicator::run_phase(const std::function<void()>& phase) const {
   agree(error);
 }
 
-struct NodeWindow {
+struct NodeCounters::Window {
   MPI_Win win = MPI_WIN_NULL;
   MPI_Comm node = MPI_COMM_NULL;
   std::vector<std::uint64_t> local;  // without MPI
 };
 
-namespace {
-
-// A window of `bytes` (the node's first rank's value) held by the node's first rank and mapped
-// by the others (MPI_Win_shared_query), inside a passive epoch for all (lock_all), as the
-// unified memory model wants for direct loads and stores. Without MPI: local memory. Returns the
-// base and sets `size`.
-std::byte* open_node_window(NodeWindow& w, const MPI_Comm* node, std::int64_t bytes, std::int64_t& size) {
-  if (node == nullptr) {
-    w.local.assign(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 8) + 7) / 8, 0);
-    size = bytes;
-    return reinterpret_cast<std::byte*>(w.local.data());
-  }
-  int node_rank = 0;
-  BLOCKMM_MPI_CHECK(MPI_Comm_rank(*node, &node_rank));
-  const MPI_Aint mine_bytes = node_rank == 0 ? static_cast<MPI_Aint>(std::max<std::int64_t>(bytes, 8)) : 0;
-  void* mine = nullptr;
-  BLOCKMM_MPI_CHECK(MPI_Win_allocate_shared(mine_bytes, 8, MPI_INFO_NULL, *node, &mine, &w.win));
-  w.node = *node;
-  BLOCKMM_MPI_CHECK(MPI_Win_set_errhandler(w.win, MPI_ERRORS_RETURN));
-  MPI_Aint window_size = 0;
-  int unit = 0;
-  void* base = nullptr;
-  BLOCKMM_MPI_CHECK(MPI_Win_shared_query(w.win, 0, &window_size, &unit, &base));
-  size = static_cast<std::int64_t>(window_size);
-  BLOCKMM_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w.win));
-  return static_cast<std::byte*>(base);
-}
-
-int node_rank_in_window(const NodeWindow& w) {
-  if (w.win == MPI_WIN_NULL) return 0;
-  int rank = 0;
-  BLOCKMM_MPI_CHECK(MPI_Comm_rank(w.node, &rank));
-  return rank;
-}
-
-// Every rank's stores so far visible to every rank of the node.
-void sync_node_window(const NodeWindow& w) {
-  if (w.win == MPI_WIN_NULL) return;
-  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
-  BLOCKMM_MPI_CHECK(MPI_Barrier(w.node));
-  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
-}
-
-// Failures cannot be reported from a destructor; the barrier keeps a rank from freeing the
-// memory while another still reads or claims from it.
-void close_node_window(NodeWindow* w) {
-  if (w == nullptr || w->win == MPI_WIN_NULL) return;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  (void)MPI_Win_unlock_all(w->win);
-  (void)MPI_Barrier(w->node);
-  (void)MPI_Win_free(&w->win);
-}
-
-}  // namespace
-
 std::unique_ptr<NodeCounters> Communicator::node_counters(int count) const {
   std::unique_ptr<NodeCounters> counters(new NodeCounters());
-  counters->window_ = std::make_unique<NodeWindow>();
+  counters->window_ = std::make_unique<NodeCounters::Window>();
   counters->count_ = count;
-  std::int64_t size = 0;
-  std::byte* base = open_node_window(*counters->window_, node_comms_ ? &node_comms_->node : nullptr,
-                                     std::int64_t{std::max(count, 1)} * 8, size);
-  counters->counters_ = reinterpret_cast<std::uint64_t*>(base);
-  if (node_rank_in_window(*counters->window_) == 0) std::memset(base, 0, static_cast<std::size_t>(size));
-  sync_node_window(*counters->window_);
+  NodeCounters::Window& w = *counters->window_;
+  if (!node_comms_) {
+    w.local.assign(static_cast<std::size_t>(std::max(count, 1)), 0);
+    counters->counters_ = w.local.data();
+    return counters;
+  }
+  // The node's first rank holds the memory; the others map it (MPI_Win_shared_query). Inside a
+  // passive epoch for all (lock_all), as the unified memory model wants for direct loads and stores.
+  int node_rank = 0;
+  BLOCKMM_MPI_CHECK(MPI_Comm_rank(node_comms_->node, &node_rank));
+  const MPI_Aint bytes = node_rank == 0 ? static_cast<MPI_Aint>(std::max(count, 1)) * 8 : 0;
+  void* mine = nullptr;
+  BLOCKMM_MPI_CHECK(MPI_Win_allocate_shared(bytes, 8, MPI_INFO_NULL, node_comms_->node, &mine, &w.win));
+  w.node = node_comms_->node;
+  BLOCKMM_MPI_CHECK(MPI_Win_set_errhandler(w.win, MPI_ERRORS_RETURN));
+  MPI_Aint size = 0;
+  int unit = 0;
+  void* base = nullptr;
+  BLOCKMM_MPI_CHECK(MPI_Win_shared_query(w.win, 0, &size, &unit, &base));
+  counters->counters_ = static_cast<std::uint64_t*>(base);
+  BLOCKMM_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, w.win));
+  if (node_rank == 0) std::memset(base, 0, static_cast<std::size_t>(size));
+  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
+  BLOCKMM_MPI_CHECK(MPI_Barrier(node_comms_->node));
+  BLOCKMM_MPI_CHECK(MPI_Win_sync(w.win));
   return counters;
 }
 
-NodeCounters::~NodeCounters() { close_node_window(window_.get()); }
+NodeCounters::~NodeCounters() {
+  if (!window_ || window_->win == MPI_WIN_NULL) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  // Failures cannot be reported from a destructor; the barrier keeps a rank from freeing the
+  // memory while another still claims from it.
+  (void)MPI_Win_unlock_all(window_->win);
+  (void)MPI_Barrier(window_->node);
+  (void)MPI_Win_free(&window_->win);
+}
 
-struct NodeMapping {
+struct NodeSharedBytes::Mapping {
   MPI_Comm node = MPI_COMM_NULL;
   int node_rank = 0;
-  void* reserved = nullptr;  // the address range reserved around the mapping (munmap'd whole)
-  std::size_t reserved_bytes = 0;
-  std::byte* data = nullptr;
-  std::size_t data_bytes = 0;  // mapped: the size rounded up to 2 MiB
+  void* reserved = nullptr;    // the address range around the mapping (data_bytes + 2 MiB, unmapped whole)
+  std::size_t data_bytes = 0;  // mapped: the size in whole 2 MiB pages
   std::vector<std::uint64_t> local;  // without MPI
 };
 
@@ -434,28 +404,30 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older kernels answer EINVAL, and small pages stay
 #endif
 
-// Maps `fd` (data_bytes long) at a 2 MiB boundary: a PMD can map a huge page only where the
-// address and the file offset agree modulo 2 MiB.
-bool map_at_huge_boundary(NodeMapping& m, int fd) {
-  m.reserved_bytes = m.data_bytes + kHugePage;
-  m.reserved = ::mmap(nullptr, m.reserved_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m.reserved == MAP_FAILED) {
-    m.reserved = nullptr;
-    return false;
-  }
-  const std::uintptr_t aligned = (reinterpret_cast<std::uintptr_t>(m.reserved) + kHugePage - 1) & ~(kHugePage - 1);
-  void* data = ::mmap(reinterpret_cast<void*>(aligned), m.data_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-  if (data == MAP_FAILED) return false;
-  m.data = static_cast<std::byte*>(data);
-  return true;
+// Maps `fd` (`bytes` long) at a 2 MiB boundary, inside `reserved` (an address range of `bytes`
+// + 2 MiB, unmapped whole later): a PMD can map a huge page only where the address and the file
+// offset agree modulo 2 MiB. Null on failure (errno says why); `reserved` is set where the range
+// was reserved.
+std::byte* map_at_huge_boundary(int fd, std::size_t bytes, void*& reserved) {
+  void* range = ::mmap(nullptr, bytes + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (range == MAP_FAILED) return nullptr;
+  reserved = range;
+  const std::uintptr_t aligned = (reinterpret_cast<std::uintptr_t>(range) + kHugePage - 1) & ~(kHugePage - 1);
+  void* data = ::mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  return data == MAP_FAILED ? nullptr : static_cast<std::byte*>(data);
 }
 
 }  // namespace
 
+std::int64_t NodeSharedBytes::space_for(std::int64_t bytes) {
+  const auto huge = static_cast<std::int64_t>(kHugePage);
+  return (std::max<std::int64_t>(bytes, 1) + huge - 1) / huge * huge;
+}
+
 std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t bytes) const {
   std::unique_ptr<NodeSharedBytes> shared(new NodeSharedBytes());
-  shared->mapping_ = std::make_unique<NodeMapping>();
-  NodeMapping& m = *shared->mapping_;
+  shared->mapping_ = std::make_unique<NodeSharedBytes::Mapping>();
+  NodeSharedBytes::Mapping& m = *shared->mapping_;
   shared->size_ = bytes;
   if (!node_comms_) {
     m.local.assign(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 8) + 7) / 8, 0);
@@ -468,7 +440,7 @@ std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t by
   long long leader_bytes = std::max<std::int64_t>(bytes, 1);
   BLOCKMM_MPI_CHECK(MPI_Bcast(&leader_bytes, 1, MPI_LONG_LONG, 0, m.node));
   shared->size_ = leader_bytes;
-  m.data_bytes = (static_cast<std::size_t>(leader_bytes) + kHugePage - 1) & ~(kHugePage - 1);
+  m.data_bytes = static_cast<std::size_t>(NodeSharedBytes::space_for(leader_bytes));
   // The node's first rank names and sizes the file (its blocks allocated now: a full /dev/shm
   // is an error here, not a SIGBUS later); every rank opens and maps it; then it is unlinked, so
   // that nothing is left in /dev/shm once the ranks end, however they end.
@@ -489,40 +461,43 @@ std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t by
     fd = ::shm_open(name, O_RDWR, 0600);
     if (fd < 0) failure = errno;
   }
-  if (failure == 0 && !map_at_huge_boundary(m, fd)) failure = errno != 0 ? errno : ENOMEM;
+  if (failure == 0) {
+    shared->data_ = map_at_huge_boundary(fd, m.data_bytes, m.reserved);
+    if (shared->data_ == nullptr) failure = errno != 0 ? errno : ENOMEM;
+  }
   if (fd >= 0) ::close(fd);
   int worst = 0;
   BLOCKMM_MPI_CHECK(MPI_Allreduce(&failure, &worst, 1, MPI_INT, MPI_MAX, m.node));  // every rank has opened it
   if (created) ::shm_unlink(name);
   if (worst != 0) {
-    if (m.reserved != nullptr) ::munmap(m.reserved, m.reserved_bytes);
+    if (m.reserved != nullptr) ::munmap(m.reserved, m.data_bytes + kHugePage);
     m.reserved = nullptr;
+    shared->data_ = nullptr;
     throw ResourceError("cannot share " + std::to_string((leader_bytes >> 20) + 1) + " MiB among the ranks of a node in /dev/shm: " +
                         std::strerror(worst));
   }
   // Huge pages where the kernel makes them (best effort): the first rank's collapse puts the
   // file's blocks in 2 MiB pages; the others map them in publish().
-  if (m.node_rank == 0) (void)::madvise(m.data, m.data_bytes, MADV_COLLAPSE);
-  shared->data_ = m.data;
+  if (m.node_rank == 0) (void)::madvise(shared->data_, m.data_bytes, MADV_COLLAPSE);
   return shared;
 }
 
 void NodeSharedBytes::publish() const {
-  NodeMapping& m = *mapping_;
+  Mapping& m = *mapping_;
   if (m.node == MPI_COMM_NULL) return;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   BLOCKMM_MPI_CHECK(MPI_Barrier(m.node));
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (m.node_rank != 0) (void)::madvise(m.data, m.data_bytes, MADV_COLLAPSE);
+  if (m.node_rank != 0) (void)::madvise(data_, m.data_bytes, MADV_COLLAPSE);
 }
 
 NodeSharedBytes::~NodeSharedBytes() {
-  NodeMapping& m = *mapping_;
+  Mapping& m = *mapping_;
   if (m.node == MPI_COMM_NULL || m.reserved == nullptr) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) (void)MPI_Barrier(m.node);  // no rank unmaps while another still reads
-  ::munmap(m.reserved, m.reserved_bytes);
+  ::munmap(m.reserved, m.data_bytes + kHugePage);
 }
 
 std::uint64_t NodeCounters::fetch_add(int index, std::uint64_t value) {

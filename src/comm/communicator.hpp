@@ -40,8 +40,6 @@ bool simulate_nodes_requested();
 // fetch_add is one atomic instruction, safe from any thread of any rank of the node. Made by
 // Communicator::node_counters; destroying it is collective over the node (the window is freed),
 // so every rank of the node destroys it at the same point of the run.
-struct NodeWindow;  // an MPI shared-memory window over a node's ranks (communicator.cpp)
-
 class NodeCounters {
  public:
   ~NodeCounters();
@@ -52,8 +50,9 @@ class NodeCounters {
 
  private:
   friend class Communicator;
+  struct Window;
   NodeCounters() = default;
-  std::unique_ptr<NodeWindow> window_;
+  std::unique_ptr<Window> window_;
   std::uint64_t* counters_ = nullptr;
   int count_ = 0;
 };
@@ -66,8 +65,6 @@ class NodeCounters {
 // otherwise, which one process's private B on huge pages never paid (bench/NOTES.md item 24).
 // Made by Communicator::node_shared_bytes; destroying it is collective over the node, like
 // NodeCounters.
-struct NodeMapping;
-
 class NodeSharedBytes {
  public:
   ~NodeSharedBytes();
@@ -77,11 +74,14 @@ class NodeSharedBytes {
   std::int64_t size() const { return size_; }
   // Collective over the node: what the first rank wrote before it is visible to every rank after.
   void publish() const;
+  // The /dev/shm space that sharing `bytes` takes (whole 2 MiB pages).
+  static std::int64_t space_for(std::int64_t bytes);
 
  private:
   friend class Communicator;
+  struct Mapping;
   NodeSharedBytes() = default;
-  std::unique_ptr<NodeMapping> mapping_;
+  std::unique_ptr<Mapping> mapping_;
   std::byte* data_ = nullptr;
   std::int64_t size_ = 0;
 };

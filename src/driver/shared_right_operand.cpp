@@ -63,10 +63,10 @@ bool share_right_operand_on_node(const kernels::Backend& backend, MatrixShape sh
   const char* setting = std::getenv("BLOCKMM_SHARE_B");
   const bool allowed = setting == nullptr || std::string(setting) != "0";
   // A rank's B records are a subset of the file's: holding as many holds them all. (Equal
-  // counts of fewer would not make two ranks' B the same.) MPI backs a node's window with a
-  // file in /dev/shm, often small in containers, where a page that does not fit is a SIGBUS:
-  // the copy's bound (every record kept) must fit its free space with an eighth to spare.
-  const std::int64_t bound = shared_copy_bytes(shape, b_records_in_file);
+  // counts of fewer would not make two ranks' B the same.) The copy is a file in /dev/shm, often
+  // small in containers, where it would fail to allocate: its bound (every record kept, in whole
+  // 2 MiB pages) must fit the free space with an eighth to spare, or each rank keeps its own B.
+  const std::int64_t bound = comm::NodeSharedBytes::space_for(shared_copy_bytes(shape, b_records_in_file));
   struct statvfs fs {};
   const bool room = ::statvfs("/dev/shm", &fs) == 0 &&
                     static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) >= 1.125 * static_cast<double>(bound);

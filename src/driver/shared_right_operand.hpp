@@ -1,7 +1,7 @@
 // The right operand that the ranks of one node read from one copy (issue 21). Two copies of B
 // in a node's caches cost two single-thread ranks 7-9 % against one two-thread process on C8
-// (bench/NOTES.md item 22); with one copy in memory the node's ranks share (an MPI shared
-// window), the node's first rank builds B and every rank's kernels read it there.
+// (bench/NOTES.md item 22); with one copy in memory the node's ranks share (comm::NodeSharedBytes,
+// on huge pages: item 24), the node's first rank builds B and every rank's kernels read it there.
 #pragma once
 
 #include <memory>
@@ -14,7 +14,7 @@ namespace blockmm::driver {
 // Whether the ranks of this node share their right operand: the backend computes on host
 // operands, the node has several ranks (as the distribution sees nodes), each of them holds all
 // of B's records (`b_records` of the file's `b_records_in_file`: then their B is the same), the
-// copy fits /dev/shm (where MPI backs the window), and BLOCKMM_SHARE_B is not "0". Collective;
+// copy fits /dev/shm (where the shared copy lives), and BLOCKMM_SHARE_B is not "0". Collective;
 // the same answer on every rank of a node.
 bool share_right_operand_on_node(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records,
                                  std::int64_t b_records_in_file, const comm::Communicator& comm);

@@ -359,19 +359,20 @@ std::shared_ptr<ReadyCublas> prepare_cublas(int device, std::int64_t n, cuda::De
     BLOCKMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const cuda::WarmUpProduct warm = cuda::warm_up_product(n, encoding, static_cast<std::int64_t>(free_bytes), budget);
     if (warm.rows == 0) return ready;
-    const auto count = [](std::int64_t x) { return static_cast<std::size_t>(x); };
-    const std::int64_t a_count = std::int64_t{warm.rows} * warm.k, b_count = std::int64_t{warm.cols} * warm.k;
-    const std::int64_t c_count = std::int64_t{warm.rows} * warm.cols;
-    if (warm.float64) {
-      DeviceArray<double> a(count(a_count)), b(count(b_count)), c(count(c_count));
+    // Operands of element type In, product of type Out: the handle's two multiply() forms.
+    const auto issue = [&](auto in, auto out) {
+      using In = decltype(in);
+      using Out = decltype(out);
+      const auto count = [](std::int64_t x, std::int64_t y) { return static_cast<std::size_t>(x * y); };
+      DeviceArray<In> a(count(warm.rows, warm.k)), b(count(warm.cols, warm.k));
+      DeviceArray<Out> c(count(warm.rows, warm.cols));
       ready->handle.multiply(warm.rows, warm.cols, warm.k, a.get(), b.get(), c.get());
       BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(ready->stream.get()));
-    } else {
-      DeviceArray<std::int8_t> a(count(a_count)), b(count(b_count));
-      DeviceArray<std::int32_t> c(count(c_count));
-      ready->handle.multiply(warm.rows, warm.cols, warm.k, a.get(), b.get(), c.get());
-      BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(ready->stream.get()));
-    }
+    };
+    if (warm.float64)
+      issue(double{}, double{});
+    else
+      issue(std::int8_t{}, std::int32_t{});
     return ready;
   } catch (...) {  // the numeric phase makes its own handle, and reports what fails there
     return nullptr;
