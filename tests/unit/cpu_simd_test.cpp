@@ -268,6 +268,38 @@ TEST_P(EveryLevel, NumericPhaseSaturatesOverManyK) {
   }
 }
 
+// The backend keeps its chunk buffers between numeric calls (ranks sharing rows make up to
+// three): a call must not depend on what an earlier one, of another m or chunk size, left in
+// them, and a call no larger than the last must reuse them rather than allocate again.
+TEST_P(EveryLevel, NumericCallsSharingAWorkspaceMatchTheReference) {
+  std::mt19937_64 rng(3500 + static_cast<int>(GetParam()));
+  kernels::CpuNumericWorkspace workspace;
+  const std::int32_t sizes[] = {8, 3, 16, 1, 5, 8};
+  for (int c = 0; c < 12; ++c) {
+    RandomSpec spec = random_spec(rng, 10);
+    spec.m = sizes[c % std::size(sizes)];
+    spec.n = spec.m * std::uniform_int_distribution<std::int32_t>(2, 10)(rng);
+    spec.density = c % 3 == 0 ? 1.0 : 0.4;
+    spec.max_value = c % 2 == 0 ? 65535 : 1023;  // saturated sums left behind for the next call
+    const InputRecords a = random_blocks(spec, rng);
+    const InputRecords b = random_blocks(spec, rng);
+    const std::int64_t chunk = c % 4 == 1 ? 2 * record_bytes<std::uint32_t>(spec.m) : std::int64_t{1} << 20;
+    const HostProduct product = host_product(a, b);
+    OutputRecords actual;
+    actual.shape = a.shape;
+    VectorSink sink(actual);
+    kernels::NumericOptions options;
+    options.chunk_bytes = chunk;
+    const std::byte* const before = workspace.chunk_buffers[0].data();
+    const std::size_t capacity = workspace.chunk_buffers[0].capacity();
+    kernels::cpu_numeric_at_level(GetParam(), product.operands(), product.pattern, sink, options, &workspace);
+    ASSERT_TRUE(numeric(a, b, true, GetParam(), chunk).bytes == actual.bytes) << "case " << c << " m=" << spec.m;
+    if (before != nullptr && capacity >= workspace.chunk_buffers[0].size())
+      EXPECT_EQ(workspace.chunk_buffers[0].data(), before) << "case " << c << ": the buffer was allocated again";
+  }
+  EXPECT_GT(workspace.chunk_buffers[0].capacity(), 0u);
+}
+
 // Issue 17: the phase's output buffers (and, since the kernels accumulate in place, all its
 // accumulators) stay within --chunk-size even when one row has far more tiles than that.
 TEST(CpuNumeric, EveryWriteStaysWithinTheChunkSizeEvenForLongRows) {

@@ -20,8 +20,11 @@ class CpuBackend final : public HostBackend {
   TilePattern symbolic(const Operands& operands) override { return cpu_symbolic(operands); }
   NumericReport numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
                         const NumericOptions& options) override {
-    return cpu_numeric(operands, pattern, sink, options);
+    return cpu_numeric(operands, pattern, sink, options, &workspace_);
   }
+
+ private:
+  CpuNumericWorkspace workspace_;
 };
 
 }  // namespace

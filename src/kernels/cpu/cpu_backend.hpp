@@ -5,15 +5,26 @@
 
 #include <memory>
 
+#include "core/large_buffer.hpp"
 #include "kernels/backend.hpp"
 
 namespace blockmm::kernels {
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
-// The two phases over host operands (kernels/host_operands.hpp builds them).
+// The numeric phase's two chunk buffers, kept by the backend from one numeric call to the next
+// and released with it. Faulting in and unmapping a call's own buffers cost each call about
+// 0.3 ms on 16 cores (two 2 MiB buffers on 4 KiB pages; the unmap alone 0.27 ms, while the
+// team's threads wait), a sixth of a small case's phase, and ranks that share rows make up to
+// three calls (bench/NOTES.md item 25). Contents carry nothing from call to call.
+struct CpuNumericWorkspace {
+  LargeVector<std::byte> chunk_buffers[2];
+};
+
+// The two phases over host operands (kernels/host_operands.hpp builds them). Without a
+// workspace, the numeric phase allocates its buffers for the call.
 TilePattern cpu_symbolic(const Operands& operands);
 NumericReport cpu_numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
-                          const NumericOptions& options);
+                          const NumericOptions& options, CpuNumericWorkspace* workspace = nullptr);
 
 }  // namespace blockmm::kernels

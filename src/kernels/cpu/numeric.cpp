@@ -2,7 +2,8 @@
 // tile (i,j), found through a per-thread column -> slot map; the block products run in the
 // SIMD block kernels of block_kernels.hpp (one call an A block, over its whole B row). The
 // accumulators are the value fields of the tiles' output records themselves, so the phase
-// holds no memory beyond the chunk buffers: tiles are processed in chunks of at most
+// holds no memory beyond the chunk buffers (the backend's workspace keeps them from one call to
+// the next: cpu_backend.hpp): tiles are processed in chunks of at most
 // --chunk-size (and at most 2 MiB a thread and an eighth of the output, 2 to 32 MiB), and chunk
 // c is computed while chunk c-1 is written. Rows longer than a thread's share of a chunk are
 // split into column ranges (pieces) that run in parallel. The calling thread writes chunk c-1 at
@@ -129,7 +130,7 @@ void split_into_pieces(const TilePattern& pattern, std::int64_t t0, std::int64_t
 }  // namespace
 
 NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, const TilePattern& pattern,
-                                   RecordSink& sink, const NumericOptions& options) {
+                                   RecordSink& sink, const NumericOptions& options, CpuNumericWorkspace* workspace) {
   const std::int32_t p = ops.a.shape.block_rows();
   const std::int32_t m = ops.a.shape.m;
   const std::int64_t stride = record_bytes<std::uint32_t>(m);
@@ -143,7 +144,8 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
 
   NumericReport report;
   report.device = "host (" + std::to_string(threads) + " OpenMP threads, " + cpu::to_string(level) + " kernels)";
-  LargeVector<std::byte> buffers[2];
+  CpuNumericWorkspace own_workspace;
+  LargeVector<std::byte>* const buffers = (workspace != nullptr ? workspace : &own_workspace)->chunk_buffers;
   // The previous chunk, written by the calling thread while the team computes the next one.
   struct PendingWrite {
     std::int64_t first_tile = 0, tiles = 0;
@@ -244,8 +246,8 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
 }
 
 NumericReport cpu_numeric(const Operands& ops, const TilePattern& pattern, RecordSink& sink,
-                          const NumericOptions& options) {
-  return cpu_numeric_at_level(cpu::best_simd_level(), ops, pattern, sink, options);
+                          const NumericOptions& options, CpuNumericWorkspace* workspace) {
+  return cpu_numeric_at_level(cpu::best_simd_level(), ops, pattern, sink, options, workspace);
 }
 
 }  // namespace blockmm::kernels

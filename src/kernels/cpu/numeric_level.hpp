@@ -4,10 +4,12 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/block_kernels.hpp"
+#include "kernels/cpu/cpu_backend.hpp"
 
 namespace blockmm::kernels {
 
 NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& operands, const TilePattern& pattern,
-                                   RecordSink& sink, const NumericOptions& options);
+                                   RecordSink& sink, const NumericOptions& options,
+                                   CpuNumericWorkspace* workspace = nullptr);
 
 }  // namespace blockmm::kernels
