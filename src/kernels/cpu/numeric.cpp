@@ -203,8 +203,10 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
     const std::int64_t count = t1 - t0;
     split_into_pieces(pattern, t0, t1, piece_tiles, pieces);
 
-    // Chunk c fills one buffer while the calling thread writes chunk c-1 from the other.
+    // Chunk c fills one buffer while the calling thread writes chunk c-1 from the other (emptied
+    // first: a kept buffer that must grow then copies nothing into its new memory).
     LargeVector<std::byte>& buffer = buffers[report.chunks % 2];
+    buffer.clear();
     buffer.resize(static_cast<std::size_t>(count * stride));
 
     std::exception_ptr failure;
