@@ -216,8 +216,10 @@ HostProduct host_product(const InputRecords& a, const InputRecords& b) {
   return product;
 }
 
+// The reference backend's product, or the cpu numeric phase's at `level` (through `workspace`
+// where one is given).
 OutputRecords numeric(const InputRecords& a, const InputRecords& b, bool reference, SimdLevel level,
-                      std::int64_t chunk_bytes) {
+                      std::int64_t chunk_bytes, kernels::CpuNumericWorkspace* workspace = nullptr) {
   if (reference) return multiply(a, b, kernels::BackendKind::reference, chunk_bytes).output;
   const HostProduct product = host_product(a, b);
   OutputRecords out;
@@ -225,7 +227,7 @@ OutputRecords numeric(const InputRecords& a, const InputRecords& b, bool referen
   VectorSink sink(out);
   kernels::NumericOptions options;
   options.chunk_bytes = chunk_bytes;
-  kernels::cpu_numeric_at_level(level, product.operands(), product.pattern, sink, options);
+  kernels::cpu_numeric_at_level(level, product.operands(), product.pattern, sink, options, workspace);
   return out;
 }
 
@@ -284,15 +286,9 @@ TEST_P(EveryLevel, NumericCallsSharingAWorkspaceMatchTheReference) {
     const InputRecords a = random_blocks(spec, rng);
     const InputRecords b = random_blocks(spec, rng);
     const std::int64_t chunk = c % 4 == 1 ? 2 * record_bytes<std::uint32_t>(spec.m) : std::int64_t{1} << 20;
-    const HostProduct product = host_product(a, b);
-    OutputRecords actual;
-    actual.shape = a.shape;
-    VectorSink sink(actual);
-    kernels::NumericOptions options;
-    options.chunk_bytes = chunk;
     const std::byte* const before = workspace.chunk_buffers[0].data();
     const std::size_t capacity = workspace.chunk_buffers[0].capacity();
-    kernels::cpu_numeric_at_level(GetParam(), product.operands(), product.pattern, sink, options, &workspace);
+    const OutputRecords actual = numeric(a, b, false, GetParam(), chunk, &workspace);
     ASSERT_TRUE(numeric(a, b, true, GetParam(), chunk).bytes == actual.bytes) << "case " << c << " m=" << spec.m;
     if (before != nullptr && capacity >= workspace.chunk_buffers[0].size())
       EXPECT_EQ(workspace.chunk_buffers[0].data(), before) << "case " << c << ": the buffer was allocated again";
