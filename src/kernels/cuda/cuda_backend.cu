@@ -379,6 +379,21 @@ std::shared_ptr<ReadyCublas> prepare_cublas(int device, std::int64_t n, cuda::De
   }
 }
 
+// Whether this process's contexts on `device` are an MPS server's, shared with the node's other
+// clients: the run's device name says so, since it changes what the start and the end of a run
+// cost (bench/NOTES.md item 26) and who else holds the GPU's memory. A driver or toolkit that
+// does not know the attribute leaves it unsaid.
+bool shared_via_mps(int device) {
+#if CUDART_VERSION >= 12030
+  int mps = 0;
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device) == cudaSuccess) return mps != 0;
+  (void)cudaGetLastError();  // an unknown attribute is not the run's error
+#else
+  (void)device;
+#endif
+  return false;
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const BackendConfig& config)
@@ -395,7 +410,8 @@ class CudaBackend final : public Backend {
     BLOCKMM_CUDA_CHECK(cudaFree(nullptr));  // create the context now, not inside the first timed phase
     cudaDeviceProp prop{};
     BLOCKMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-    device_name_ = std::string("GPU ") + std::to_string(device_) + " (" + prop.name + ")";
+    device_name_ =
+        std::string("GPU ") + std::to_string(device_) + " (" + prop.name + (shared_via_mps(device_) ? ", CUDA MPS" : "") + ")";
     if (config.estimate.block_products > 0)
       preload_cublas_if_dense(config.estimate.n, config.estimate.m, config.estimate.rows, config.estimate.block_products);
   }
