@@ -4,6 +4,8 @@
 #   /usr/bin/python3 fuzz/make_seeds.py fuzz/corpus
 # fuzz/corpus/hdf5/blockmm_writer_n8_m2.h5 comes from blockmm's own writer:
 #   blockmm-convert fuzz/corpus/binary/valid_n8_m2 fuzz/corpus/hdf5/blockmm_writer_n8_m2.h5
+# fuzz/corpus/hdf5/stored_past_2_64.h5 is a reproducer CI's smoke run found (2026-11-26): /indices
+# at an offset whose end, past 2^64, the reader's error message once converted to an integer (UB).
 import struct, random, os, sys
 import numpy as np
 import h5py

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 
@@ -49,6 +50,16 @@ std::string shape_text(const std::vector<hsize_t>& dims) {
   std::string text = "(";
   for (std::size_t d = 0; d < dims.size(); ++d) text += (d > 0 ? ", " : "") + std::to_string(dims[d]);
   return text + (dims.size() == 1 ? ",)" : ")");  // numpy's spelling: (5,) (2, 3) ()
+}
+
+// A byte count from the file's claims, as text. The claims are multiplied and added in double and
+// may pass 2^64, which no integer type holds (a fuzzed file put a dataset at an offset near 2^64):
+// those print as doubles ("1.845e+19").
+std::string claimed_bytes(double bytes) {
+  if (bytes < 18446744073709551616.0) return std::to_string(static_cast<unsigned long long>(bytes));
+  std::ostringstream text;
+  text << std::setprecision(4) << bytes;
+  return text.str();
 }
 
 hid_t native_value_type(ValueWidth width) {
@@ -281,23 +292,22 @@ void BsrReader::Impl::check_stored(hid_t dataset, const char* name, std::int64_t
   for (hsize_t d : dims_of(dataset, name)) declared *= static_cast<double>(d);
   if (declared == 0) return;
   const double stored = static_cast<double>(H5Dget_storage_size(dataset));
-  const auto bytes = [](double b) { return std::to_string(static_cast<unsigned long long>(b)); };
   if (filters == 0 && (stored < declared || declared > static_cast<double>(file_bytes)))
-    fail(std::string("/") + name + " declares " + bytes(declared) + " bytes but the file (" +
-         std::to_string(file_bytes) + " bytes) stores " + bytes(stored) +
+    fail(std::string("/") + name + " declares " + claimed_bytes(declared) + " bytes but the file (" +
+         std::to_string(file_bytes) + " bytes) stores " + claimed_bytes(stored) +
          " of them: truncated, never written, or stored outside the file");
   // Contiguous storage must lie inside the file. H5Dget_offset counts from the file's first byte,
   // a user block included (unlike HDF5's internal addresses), as file_bytes does. (libhdf5 1.10 refuses the first read past the
   // end, but then serves later reads of the same range from a buffer it never filled.)
   const haddr_t offset = H5Dget_offset(dataset);
   if (offset != HADDR_UNDEF && static_cast<double>(offset) + stored > static_cast<double>(file_bytes))
-    fail(std::string("/") + name + " is stored at bytes [" + bytes(static_cast<double>(offset)) + ", " +
-         bytes(static_cast<double>(offset) + stored) + "), past the end of the file (" + std::to_string(file_bytes) +
-         " bytes)");
+    fail(std::string("/") + name + " is stored at bytes [" + claimed_bytes(static_cast<double>(offset)) + ", " +
+         claimed_bytes(static_cast<double>(offset) + stored) + "), past the end of the file (" +
+         std::to_string(file_bytes) + " bytes)");
   if (filters > 0 && (stored > static_cast<double>(file_bytes) || declared > kMaxExpansion * stored))
-    fail(std::string("/") + name + " declares " + bytes(declared) + " bytes from " + bytes(stored) +
+    fail(std::string("/") + name + " declares " + claimed_bytes(declared) + " bytes from " + claimed_bytes(stored) +
          " bytes of compressed storage in the file (" + std::to_string(file_bytes) +
-         " bytes): incomplete, or more than " + bytes(kMaxExpansion) + " times expanded");
+         " bytes): incomplete, or more than " + claimed_bytes(kMaxExpansion) + " times expanded");
 }
 
 // A chunked /indptr is decompressed one whole chunk at a time by libhdf5, whatever part of it is
@@ -318,7 +328,7 @@ void BsrReader::Impl::check_indptr_chunks(hid_t dataset) const {
   if (!type.valid()) fail_hdf5("cannot read the type of /indptr");
   const double bytes = static_cast<double>(chunk) * static_cast<double>(H5Tget_size(type.get()));
   if (bytes > static_cast<double>(kMaxIndptrChunkBytes))
-    fail("/indptr is stored in chunks of " + std::to_string(static_cast<unsigned long long>(bytes)) +
+    fail("/indptr is stored in chunks of " + claimed_bytes(bytes) +
          " bytes; blockmm reads chunks of at most " + std::to_string(kMaxIndptrChunkBytes) +
          " bytes (libhdf5 expands a whole chunk to read any part of it)");
 }
