@@ -392,8 +392,7 @@ NodeCounters::~NodeCounters() {
 struct NodeSharedBytes::Mapping {
   MPI_Comm node = MPI_COMM_NULL;
   int node_rank = 0;
-  void* reserved = nullptr;    // the address range around the mapping (data_bytes + 2 MiB, unmapped whole)
-  std::size_t data_bytes = 0;  // mapped: the size in whole 2 MiB pages
+  void* reserved = nullptr;  // the address range around the mapping (its space_for + 2 MiB, unmapped whole)
   std::vector<std::uint64_t> local;  // without MPI
 };
 
@@ -440,7 +439,7 @@ std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t by
   long long leader_bytes = std::max<std::int64_t>(bytes, 1);
   BLOCKMM_MPI_CHECK(MPI_Bcast(&leader_bytes, 1, MPI_LONG_LONG, 0, m.node));
   shared->size_ = leader_bytes;
-  m.data_bytes = static_cast<std::size_t>(NodeSharedBytes::space_for(leader_bytes));
+  const auto mapped = static_cast<std::size_t>(NodeSharedBytes::space_for(leader_bytes));
   // The node's first rank names and sizes the file (its blocks allocated now: a full /dev/shm
   // is an error here, not a SIGBUS later); every rank opens and maps it; then it is unlinked, so
   // that nothing is left in /dev/shm once the ranks end, however they end.
@@ -454,7 +453,7 @@ std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t by
     fd = ::shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     created = fd >= 0;
     if (fd < 0) failure = errno;
-    if (failure == 0) failure = ::posix_fallocate(fd, 0, static_cast<off_t>(m.data_bytes));
+    if (failure == 0) failure = ::posix_fallocate(fd, 0, static_cast<off_t>(mapped));
   }
   BLOCKMM_MPI_CHECK(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, m.node));
   if (m.node_rank != 0) {
@@ -462,7 +461,7 @@ std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t by
     if (fd < 0) failure = errno;
   }
   if (failure == 0) {
-    shared->data_ = map_at_huge_boundary(fd, m.data_bytes, m.reserved);
+    shared->data_ = map_at_huge_boundary(fd, mapped, m.reserved);
     if (shared->data_ == nullptr) failure = errno != 0 ? errno : ENOMEM;
   }
   if (fd >= 0) ::close(fd);
@@ -470,7 +469,7 @@ std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t by
   BLOCKMM_MPI_CHECK(MPI_Allreduce(&failure, &worst, 1, MPI_INT, MPI_MAX, m.node));  // every rank has opened it
   if (created) ::shm_unlink(name);
   if (worst != 0) {
-    if (m.reserved != nullptr) ::munmap(m.reserved, m.data_bytes + kHugePage);
+    if (m.reserved != nullptr) ::munmap(m.reserved, mapped + kHugePage);
     m.reserved = nullptr;
     shared->data_ = nullptr;
     throw ResourceError("cannot share " + std::to_string((leader_bytes >> 20) + 1) + " MiB among the ranks of a node in /dev/shm: " +
@@ -478,7 +477,7 @@ std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t by
   }
   // Huge pages where the kernel makes them (best effort): the first rank's collapse puts the
   // file's blocks in 2 MiB pages; the others map them in publish().
-  if (m.node_rank == 0) (void)::madvise(shared->data_, m.data_bytes, MADV_COLLAPSE);
+  if (m.node_rank == 0) (void)::madvise(shared->data_, mapped, MADV_COLLAPSE);
   return shared;
 }
 
@@ -488,7 +487,7 @@ void NodeSharedBytes::publish() const {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   BLOCKMM_MPI_CHECK(MPI_Barrier(m.node));
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (m.node_rank != 0) (void)::madvise(data_, m.data_bytes, MADV_COLLAPSE);
+  if (m.node_rank != 0) (void)::madvise(data_, static_cast<std::size_t>(space_for(size_)), MADV_COLLAPSE);
 }
 
 NodeSharedBytes::~NodeSharedBytes() {
@@ -497,7 +496,7 @@ NodeSharedBytes::~NodeSharedBytes() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) (void)MPI_Barrier(m.node);  // no rank unmaps while another still reads
-  ::munmap(m.reserved, m.data_bytes + kHugePage);
+  ::munmap(m.reserved, static_cast<std::size_t>(space_for(size_)) + kHugePage);
 }
 
 std::uint64_t NodeCounters::fetch_add(int index, std::uint64_t value) {
