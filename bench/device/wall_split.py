@@ -26,6 +26,7 @@ j = json.loads(out)
 s = j['seconds']; r = j['per_rank'][0]['seconds']; b = j.get('backend_seconds', {})
 print('%-10s wall %.3f total %.3f before+after %.3f exit %.3f | setup %.3f read %.3f build %.3f sym %.4f numeric %.4f (kernels %.4f)' % (
     label, t_end - t0, r['total'], t_json - t0 - r['total'], t_end - t_json, s['setup'], s['read'], s['build'], s['symbolic'], s['numeric'], s.get('numeric_compute', 0)))
-keys = ['build: read + upload', 'build: on the device', 'numeric: to the dense plan', 'numeric: load cuBLAS (wait)',
+keys = ['setup: context (warm-up)', 'setup: staging memory populated (beside the context)', 'setup: wait for the staging memory', 'setup: staging registered',
+        'build: read + upload', 'build: pin staging slots', 'build: on the device', 'numeric: to the dense plan', 'numeric: load cuBLAS (wait)',
         'numeric: issue the first chunk (host)', 'numeric: first kernel to last copy (device)', 'numeric: drain the last chunk (host)']
 print('           ', ' '.join('%s=%.4f' % (k.split(': ')[1][:18], b[k]) for k in keys if k in b))

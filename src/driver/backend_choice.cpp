@@ -169,15 +169,15 @@ std::shared_future<void> start_cuda_driver_load(const Options& options) {
 }
 
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
-                                            std::int64_t input_bytes) {
+                                            std::int64_t input_bytes, int threads) {
   if (!cuda_likely(options, input_bytes)) return {};
   // Even asking for the device count loads the driver (about 0.1 s): all of it off this thread.
   // Failures stay silent here; choose_backend says what is wrong, or picks the CPU.
   // (The future is waited for, or destroyed, inside run_product: `comm` outlives it.)
-  return std::async(std::launch::async, [&comm] {
+  return std::async(std::launch::async, [&comm, input_bytes, threads] {
            try {
              if (!kernels::cuda_device_available()) return;
-             kernels::warm_up_cuda(device_for(comm, kernels::cuda_device_count()));
+             kernels::warm_up_cuda(device_for(comm, kernels::cuda_device_count()), input_bytes, threads);
            } catch (const Error&) {
            }
          }).share();
@@ -228,7 +228,10 @@ std::unique_ptr<kernels::Backend> choose_backend(const Options& options, const c
   const char* whole_inputs = std::getenv("BLOCKMM_WHOLE_INPUTS");
   config.reference_whole_inputs = whole_inputs != nullptr && std::string(whole_inputs) == "1";
   config.estimate = estimate;
-  if (kind != kernels::BackendKind::cuda) return kernels::make_backend(kind, config);
+  if (kind != kernels::BackendKind::cuda) {
+    kernels::release_cuda_warm_up();  // staging pinned beside the context, for nothing
+    return kernels::make_backend(kind, config);
+  }
   // The user's one line says what to do; the failed CUDA call stays behind --verbose.
   const std::string advice = "; use --backend cpu, or --backend auto to take the GPU only when one is usable";
   if (!BLOCKMM_BUILD_CUDA) throw ResourceError("--backend cuda: no usable GPU, this blockmm was built without CUDA" + advice);

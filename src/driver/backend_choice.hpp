@@ -73,10 +73,11 @@ std::vector<std::string> apply_cuda_start_settings(const Options& options, bool 
 const std::vector<std::string>& applied_cuda_start_settings();
 std::string applied_cuda_visibility();
 
-// Starts CUDA in the background when this run will probably use it; the returned future is
-// waited for by choose_backend (empty when nothing was started).
+// Starts CUDA in the background when this run will probably use it (the context, and pinned
+// staging for `input_bytes` of records read on `threads`: kernels::warm_up_cuda); the returned
+// future is waited for by choose_backend (empty when nothing was started).
 std::shared_future<void> start_cuda_warm_up(const Options& options, const comm::Communicator& comm,
-                                            std::int64_t input_bytes);
+                                            std::int64_t input_bytes, int threads);
 
 // Loads the dense GPU path's library (kernels::preload_dense_library) on a thread of its own
 // where the run will probably use the GPU, a GPU may exist here (kernels::cuda_device_may_exist)

@@ -146,7 +146,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
   });
   const std::int64_t input_bytes =
       (a_file->header().k + b_file->header().k) * record_bytes<std::uint16_t>(a_file->header().m);
-  std::shared_future<void> cuda_warm_up = start_cuda_warm_up(options, comm, input_bytes);
+  std::shared_future<void> cuda_warm_up = start_cuda_warm_up(options, comm, input_bytes, stats.threads);
   const MatrixShape shape = a_file->header().shape();
   // (Held for its destructor, which waits for a load still in flight when the run ends.)
   const std::future<void> dense_library = start_dense_library_load(

@@ -419,6 +419,54 @@ TEST_F(CudaBackend, DenseNumericPhasesOnOneBackendReuseItsCublasHandle) {
   });
 }
 
+// kernels::warm_up_cuda pins the staging slots beside the context; the next backend takes them
+// (its steps say so) and reads, uploads and copies back through them; a later backend pins its
+// own, and slots released unused are not taken. Records of several 2 MiB pieces, read by 4
+// threads; one-tile chunks through the copy-back.
+TEST_F(CudaBackend, StagingPinnedByTheWarmUpCarriesTheNextBackendsWork) {
+  std::mt19937_64 rng(36);
+  RandomSpec a_spec;
+  a_spec.n = 3200;  // 100 block-rows of m = 32: 2056-byte records, 1020 a piece
+  a_spec.m = 32;
+  a_spec.density = 0.5;
+  a_spec.zero_block_fraction = 0.05;
+  RandomSpec b_spec = a_spec;
+  b_spec.density = 0.03;
+  const InputRecords a = random_blocks(a_spec, rng);
+  const InputRecords b = random_blocks(b_spec, rng);
+  ASSERT_GT(a.bytes.size(), std::size_t{4} * (std::size_t{2} << 20));
+  const ProductRun expected = multiply(a, b, BackendKind::reference);
+  const std::int32_t p = a.shape.block_rows();
+  auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
+
+  kernels::warm_up_cuda(0, static_cast<std::int64_t>(a.bytes.size() + b.bytes.size()), 4);
+  for (int made = 0; made < 2; ++made) {
+    kernels::BackendConfig config;
+    config.threads = 4;
+    auto backend = kernels::make_backend(BackendKind::cuda, config);
+    EXPECT_EQ(backend->step_seconds().count("setup: staging registered"), made == 0 ? 1u : 0u) << "backend " << made;
+    MemoryRecordSource a_source(a), b_source(b);
+    const auto am = backend->build(a_source, {0, p, OperandRole::left, dup});
+    const auto bm = backend->build(b_source, {0, p, OperandRole::right, dup});
+    EXPECT_EQ(backend->block_products(*am, *bm), expected.block_products);
+    const auto pattern = backend->symbolic(*am, *bm);
+    for (const std::int64_t chunk_bytes : {std::int64_t{1}, std::int64_t{256} << 20}) {
+      OutputRecords output;
+      output.shape = a.shape;
+      AppendingSink sink(output);
+      kernels::NumericOptions options;
+      options.chunk_bytes = chunk_bytes;
+      (void)backend->numeric(*am, *bm, *pattern, sink, options);
+      ASSERT_TRUE(expected.output.bytes == output.bytes)
+          << "backend " << made << ", chunks of " << chunk_bytes << " bytes: " << compare_outputs(expected.output, output);
+    }
+  }
+  // A run that chose another backend gives the slots back: nothing is left for a later backend.
+  kernels::warm_up_cuda(0, 1, 1);
+  kernels::release_cuda_warm_up();
+  EXPECT_EQ(kernels::make_backend(BackendKind::cuda, {})->step_seconds().count("setup: staging registered"), 0u);
+}
+
 TEST_F(CudaBackend, DenseTilesMatchReferenceOnRandomCases) {
   for_each_dense_encoding([](const std::string& path) { random_cases(200, 1999, 32, path); });
 }

@@ -3,6 +3,7 @@
 // functions exist and report that the backend is unavailable.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,8 +23,13 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& config);
 std::string cuda_device_uuid(int device);
 
 // Creates the device's CUDA context (0.1-0.4 s), so that a caller can overlap it with reading
-// the inputs. Never throws; a failure shows again when the backend is made.
-void warm_up_cuda(int device);
+// the inputs, and pins beside it the staging slots that the build of `input_bytes` of records on
+// `threads` readers and the numeric phase's copy-back will use; the next cuda backend made in this
+// process takes them. Never throws; a failure shows again when the backend is made.
+void warm_up_cuda(int device, std::int64_t input_bytes, int threads);
+
+// Unpins what warm_up_cuda pinned and no cuda backend took: for a run that chose another backend.
+void release_cuda_warm_up();
 
 // Loads cuBLAS (several hundred MB: 0.06-0.08 s) where the dense path will probably run this
 // work (the driver's estimate from the headers, the choices), so that the numeric phase finds it

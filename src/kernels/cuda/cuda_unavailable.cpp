@@ -12,7 +12,9 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& /*config*/) {
 
 std::string cuda_device_uuid(int /*device*/) { return ""; }
 
-void warm_up_cuda(int /*device*/) {}
+void warm_up_cuda(int /*device*/, std::int64_t /*input_bytes*/, int /*threads*/) {}
+
+void release_cuda_warm_up() {}
 
 void preload_dense_library(const BackendConfig::WorkEstimate& /*estimate*/, const CudaChoices& /*choices*/) {}
 

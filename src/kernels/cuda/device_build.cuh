@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/record_source.hpp"
@@ -16,36 +17,79 @@
 
 namespace blockmm::kernels::cuda {
 
-// Host memory on transparent huge pages, populated and registered with CUDA (pinned). Pinning
-// through cudaMallocHost costs about 0.4 ms a MiB (4 KiB pages); registering populated 2 MiB
-// pages is several times cheaper (bench/NOTES.md item 17). Falls back to a PinnedBuffer
-// (cudaMallocHost) where registering fails.
+// Host memory on transparent huge pages where the kernel gives them, populated. No CUDA call:
+// it can be made while the context starts (warm_up_cuda). Throws std::bad_alloc.
+class HugePageMemory {
+ public:
+  HugePageMemory() = default;
+  explicit HugePageMemory(std::size_t bytes);
+  ~HugePageMemory();
+  HugePageMemory(HugePageMemory&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  HugePageMemory& operator=(HugePageMemory&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  std::byte* get() const { return data_; }
+  std::size_t bytes() const { return bytes_; }  // rounded up to whole 2 MiB pages
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Host memory registered with CUDA (pinned). Pinning through cudaMallocHost costs about 0.4 ms
+// a MiB (4 KiB pages); registering populated 2 MiB pages is several times cheaper (bench/NOTES.md
+// item 17).
 class RegisteredBuffer {
  public:
+  // Huge-page memory registered; a PinnedBuffer (cudaMallocHost) where registering fails.
   explicit RegisteredBuffer(std::size_t bytes);
+  // `memory` registered; holds nothing (get() == nullptr) where CUDA refuses it.
+  explicit RegisteredBuffer(HugePageMemory memory);
   ~RegisteredBuffer();
   RegisteredBuffer(const RegisteredBuffer&) = delete;
   RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
-  std::byte* get() const { return registered_ != nullptr ? registered_ : fallback_.get(); }
+  std::byte* get() const { return registered_ ? memory_.get() : fallback_.get(); }
+  std::size_t bytes() const { return bytes_; }  // 0 where it holds nothing
 
  private:
-  std::byte* registered_ = nullptr;  // ours, registered; else the fallback holds the memory
+  bool register_memory();
+
+  HugePageMemory memory_;
+  bool registered_ = false;  // memory_ is registered; else the fallback (if any) holds the memory
   PinnedBuffer fallback_;
+  std::size_t bytes_ = 0;
 };
 
 // Pinned buffers that records pass through on their way to the device, one per reading thread,
 // kept by the backend for both operands (pinning memory is slow; doing it once is enough).
 class StagingBuffers {
  public:
-  // Small slots: 16 readers pin 64 MiB in all.
+  // Small slots: 16 readers pin 64 MiB in all; the numeric phase copies back through 8 (32 MiB
+  // in flight).
   static constexpr std::int64_t kSlotBytes = std::int64_t{4} << 20;
+  static constexpr int kReaders = 16;
+  static constexpr int kCopyBackSlots = 8;
+  // Slots the build's readers (at most 16, one a thread, one a 2 MiB piece of the inputs) and
+  // the numeric phase's copy-back (8) use: what warm_up_cuda pins ahead of the backend.
+  static int slots_for(std::int64_t input_bytes, int threads);
   // Grows to `slots` buffers (never shrinks), the new ones pinned together.
   void reserve(int slots) {
     const int have = static_cast<int>(slots_.size());
     if (slots <= have) return;
-    regions_.push_back(std::make_unique<RegisteredBuffer>(static_cast<std::size_t>((slots - have) * kSlotBytes)));
-    for (int s = 0; s < slots - have; ++s) slots_.push_back(regions_.back()->get() + s * kSlotBytes);
+    adopt(std::make_unique<RegisteredBuffer>(static_cast<std::size_t>((slots - have) * kSlotBytes)));
   }
+  // Takes a region pinned elsewhere (warm_up_cuda) as slots of its own, a slot for each whole
+  // kSlotBytes; an empty one adds none.
+  void adopt(std::unique_ptr<RegisteredBuffer> region) {
+    if (region == nullptr || region->get() == nullptr) return;
+    const auto slots = static_cast<std::int64_t>(region->bytes()) / kSlotBytes;
+    for (std::int64_t s = 0; s < slots; ++s) slots_.push_back(region->get() + s * kSlotBytes);
+    regions_.push_back(std::move(region));
+  }
+  int size() const { return static_cast<int>(slots_.size()); }
   std::byte* slot(int s) const { return slots_[static_cast<std::size_t>(s)]; }
 
  private:
@@ -57,8 +101,10 @@ struct BuildContext {
   int device = 0;
   int threads = 1;                // reading threads
   StagingBuffers* staging = nullptr;
-  // Where the build's time went, added to: reading + uploading, and the device work after it.
+  // Where the build's time went, added to: reading + uploading (pinning staging slots, part of
+  // it, also on its own), and the device work after it.
   double* read_upload_seconds = nullptr;
+  double* pin_seconds = nullptr;
   double* device_seconds = nullptr;
 };
 
