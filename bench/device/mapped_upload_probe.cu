@@ -81,12 +81,7 @@ int main(int argc, char** argv) {
     total += in[f].size - offset;
   }
   const double start = now();
-  double t = start;
-  auto lap = [&](const char* what) {
-    const double n = now();
-    std::printf("  %-40s %7.4f s\n", what, n - t);
-    t = n;
-  };
+  probe::Laps lap(40);
   std::byte* device = nullptr;
   double context_seconds = 0;
   std::thread context([&] {

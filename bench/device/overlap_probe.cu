@@ -83,12 +83,7 @@ int main(int argc, char** argv) {
   if (fd < 0 || ::fstat(fd, &st) != 0) return 2;
   const auto size = static_cast<std::size_t>(st.st_size);
   const double start = now();
-  double t = start;
-  auto lap = [&](const char* what) {
-    const double n = now();
-    std::printf("  %-34s %7.4f s\n", what, n - t);
-    t = n;
-  };
+  probe::Laps lap(34);
   std::byte* device = nullptr;
   if (mode == "baseline") {
     check(cudaSetDevice(0), "cudaSetDevice");

@@ -22,8 +22,7 @@ __global__ void touch(int* p) { if (p) p[threadIdx.x] = threadIdx.x; }
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && argv[1][0] == 'q';  // leave teardown to the kernel: _exit
 
-  double t = now();
-  auto lap = [&](const char* what) { const double n = now(); std::printf("%-36s %8.4f s\n", what, n - t); t = n; };
+  probe::Laps lap;
   int count = 0;
   check(cudaGetDeviceCount(&count), "cudaGetDeviceCount"); lap("driver load (cudaGetDeviceCount)");
   check(cudaSetDevice(0), "cudaSetDevice"); check(cudaFree(nullptr), "cudaFree"); lap("context (cudaFree(0))");
