@@ -172,9 +172,11 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
     // follows the records, not n (a 12-byte file may claim n = 2^31 - 1). The other operand's
     // records are still read and checked: indices when read, duplicates here.
     const std::int32_t p = shape.block_rows();
+    std::int64_t my_b_records = 0;
     comm.run_phase([&] {
       for (io::InputFile* file : {a_file.get(), b_file.get()}) {
         const InputRecords records = file->read_records(io::record_share(file->header().k, comm.rank(), comm.size()));
+        if (file == b_file.get()) my_b_records = records.size();
         const std::int64_t twice = first_duplicate_block(records, comm);
         if (twice < 0) continue;
         const auto i = static_cast<std::int32_t>(twice >> 32), j = static_cast<std::int32_t>(twice & 0xFFFFFFFF);
@@ -207,6 +209,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
     mine.total = total_clock.seconds();
     gather_phase_times(mine, comm, stats);
     stats.rank_bytes_exchanged = comm.gather_all(std::int64_t{0});
+    stats.rank_b_records = comm.gather_all(my_b_records);
     return stats;
   }
 
@@ -255,6 +258,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
   SharedNumericPlan shared;
   bool share_rows = false;
   bool share_b = false;
+  std::int64_t my_b_records = 0;
   if (builds_whole_inputs(*backend, *a_input, *b_input, comm)) {
     progress.phase("building operands");
     WholeInputs whole = build_whole_inputs(*backend, *a_input, *b_input, comm);
@@ -262,22 +266,24 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
     dist.method = partition::DistributionMethod::whole_inputs;
     a = std::move(whole.a);
     b = std::move(whole.b);
+    my_b_records = b_input->header().k;
     mine.read += whole.read_upload_seconds;
     mine.build = clock.lap() - whole.read_upload_seconds;
   } else {
+    // Ranks of one node that each need all of B read one copy of it
+    // (driver/shared_right_operand.hpp): the node's first rank reads and builds it.
     dist = partition::distribute(*a_input, *b_input, comm,
                                  backend->computes_handed_out_tiles() ? row_sharing(comm.size(), shape.m, stats.threads)
-                                                                      : partition::RowSharing{});
+                                                                      : partition::RowSharing{},
+                                 right_operand_may_be_shared(*backend, work_shape, b_input->header().k));
     mine.read += dist.read_seconds;
     mine.exchange = dist.exchange_seconds;
     mine.build = dist.build_seconds;
     clock.lap();
     // Every rank shares rows, or none does (only backends that compute handed-out tiles can).
     share_rows = comm.sum(!dist.shared.empty() && backend->computes_handed_out_tiles() ? 0 : 1) == 0;
-
-    // Ranks of one node that each need all of B read one copy of it
-    // (driver/shared_right_operand.hpp): the node's first rank builds it.
-    share_b = share_right_operand_on_node(*backend, work_shape, dist.b ? dist.b->size() : 0, b_input->header().k, comm);
+    share_b = dist.b_shared_on_node;
+    my_b_records = dist.b ? dist.b->size() : 0;
     progress.phase("building operands");
     comm.run_phase([&] {
       a = backend->build(*dist.a, dist.a_spec);
@@ -382,6 +388,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
   stats.rank_bytes_exchanged = comm.gather_all(dist.exchanged.bytes_sent + dist.exchanged.bytes_received);
   stats.shared_rows = share_rows;
   stats.b_shared_on_node = share_b;
+  stats.rank_b_records = comm.gather_all(my_b_records);
   stats.rank_tiles_for_neighbours = comm.gather_all(tiles_for_neighbours);
   stats.record_bytes_within_node = comm.sum(dist.exchanged.record_bytes_within_node);
   stats.record_bytes_between_nodes = comm.sum(dist.exchanged.record_bytes_between_nodes);

@@ -101,6 +101,7 @@ std::string stats_json(const RunStats& s) {
                      {"work", s.rank_work.at(r)},
                      {"bytes_exchanged", s.rank_bytes_exchanged.at(r)},
                      {"tiles_for_neighbours", r < s.rank_tiles_for_neighbours.size() ? s.rank_tiles_for_neighbours[r] : 0},
+                     {"b_records", r < s.rank_b_records.size() ? s.rank_b_records[r] : 0},
                      {"seconds", phases_json(s.per_rank[r])}});
   }
   j["per_rank"] = ranks;

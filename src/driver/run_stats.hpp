@@ -64,6 +64,9 @@ struct RunStats {
   bool shared_rows = false;
   // The ranks of each node read one copy of B (driver/shared_right_operand.hpp).
   bool b_shared_on_node = false;
+  // B's records each rank read or received (none on the other ranks of a node sharing B, where
+  // its first rank scans the files).
+  std::vector<std::int64_t> rank_b_records;
   // How the ranks came by their records (partition::DistributionMethod, in words).
   std::string distribution = "one rank";
   std::vector<std::int64_t> rank_tiles_for_neighbours;

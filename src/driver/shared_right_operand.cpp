@@ -58,28 +58,17 @@ void copy_in_parallel(std::byte* to, const void* from, std::int64_t bytes) {
 
 }  // namespace
 
-bool share_right_operand_on_node(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records,
-                                 std::int64_t b_records_in_file, const comm::Communicator& comm) {
+bool right_operand_may_be_shared(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records_in_file) {
   const char* setting = std::getenv("BLOCKMM_SHARE_B");
-  const bool allowed = setting == nullptr || std::string(setting) != "0";
-  // A rank's B records are a subset of the file's: holding as many holds them all. (Equal
-  // counts of fewer would not make two ranks' B the same.) The copy is a file in /dev/shm, often
-  // small in containers, where it would fail to allocate: its bound (every record kept, in whole
-  // 2 MiB pages) must fit the free space with an eighth to spare, or each rank keeps its own B.
+  if (setting != nullptr && std::string(setting) == "0") return false;
+  if (!backend.right_operand_shareable()) return false;
+  // The copy is a file in /dev/shm, often small in containers, where it would fail to allocate:
+  // its bound (every record kept, in whole 2 MiB pages) must fit the free space with an eighth
+  // to spare, or each rank keeps its own B.
   const std::int64_t bound = comm::NodeSharedBytes::space_for(shared_copy_bytes(shape, b_records_in_file));
   struct statvfs fs {};
-  const bool room = ::statvfs("/dev/shm", &fs) == 0 &&
-                    static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) >= 1.125 * static_cast<double>(bound);
-  const bool mine = b_records == b_records_in_file && room;
-  const std::vector<std::int64_t> flags = comm.gather_all(std::int64_t{mine ? 1 : 0});
-  int node_ranks = 0;
-  bool all = true;
-  for (int r = 0; r < comm.size(); ++r) {
-    if (!comm.same_node(r)) continue;
-    ++node_ranks;
-    all = all && flags[static_cast<std::size_t>(r)] == 1;
-  }
-  return allowed && backend.right_operand_shareable() && node_ranks > 1 && all;
+  return ::statvfs("/dev/shm", &fs) == 0 &&
+         static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) >= 1.125 * static_cast<double>(bound);
 }
 
 std::unique_ptr<kernels::Operand> right_operand_shared_on_node(std::unique_ptr<kernels::Operand> b,

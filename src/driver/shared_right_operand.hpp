@@ -1,7 +1,8 @@
 // The right operand that the ranks of one node read from one copy (issue 21). Two copies of B
 // in a node's caches cost two single-thread ranks 7-9 % against one two-thread process on C8
 // (bench/NOTES.md item 22); with one copy in memory the node's ranks share (comm::NodeSharedBytes,
-// on huge pages: item 24), the node's first rank builds B and every rank's kernels read it there.
+// on huge pages: item 24), the node's first rank alone reads and builds B (partition::distribute
+// decides it before any rank reads B) and every rank's kernels read it there.
 #pragma once
 
 #include <memory>
@@ -11,13 +12,11 @@
 
 namespace blockmm::driver {
 
-// Whether the ranks of this node share their right operand: the backend computes on host
-// operands, the node has several ranks (as the distribution sees nodes), each of them holds all
-// of B's records (`b_records` of the file's `b_records_in_file`: then their B is the same), the
-// copy fits /dev/shm (where the shared copy lives), and BLOCKMM_SHARE_B is not "0". Collective;
-// the same answer on every rank of a node.
-bool share_right_operand_on_node(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records,
-                                 std::int64_t b_records_in_file, const comm::Communicator& comm);
+// Whether this rank may share its right operand with the ranks of its node: the backend computes
+// on host operands, the copy of B's `b_records_in_file` records would fit /dev/shm (where the
+// shared copy lives), and BLOCKMM_SHARE_B is not "0". Not collective: partition::distribute
+// shares B where every rank of a node (several of them) may and needs all of B.
+bool right_operand_may_be_shared(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records_in_file);
 
 // Collective over the node: its first rank passes the host operand it built, the others null;
 // every rank gets an operand over one copy in memory the node's ranks share (the first rank's

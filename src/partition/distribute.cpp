@@ -23,6 +23,20 @@ class Lap {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
+// Whether several ranks of this node all say `mine` (collective): the same answer on every rank
+// of a node.
+bool whole_node_agrees(bool mine, const comm::Communicator& comm) {
+  const std::vector<std::int64_t> flags = comm.gather_all(std::int64_t{mine ? 1 : 0});
+  int node_ranks = 0;
+  bool all = true;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (!comm.same_node(r)) continue;
+    ++node_ranks;
+    all = all && flags[static_cast<std::size_t>(r)] == 1;
+  }
+  return node_ranks > 1 && all;
+}
+
 // Records of block-rows [row_begin, row_end) of `grouped` (contiguous there: grouped by row).
 InputRecords row_slice(const GroupedRecords& grouped, std::int32_t row_begin, std::int32_t row_end) {
   InputRecords slice;
@@ -39,7 +53,7 @@ InputRecords row_slice(const GroupedRecords& grouped, std::int32_t row_begin, st
 // (for the work estimate), then takes its A rows and the B rows it needs from the files itself,
 // in one scan of each. Nothing but per-row counts crosses between ranks.
 Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                                    Distribution d, RowSharing sharing) {
+                                    Distribution d, RowSharing sharing, bool may_share_b) {
   const std::int32_t p = a_file.header().shape().block_rows();
   d.method = DistributionMethod::rows_scanned;
   Lap lap;
@@ -55,9 +69,10 @@ Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file
   d.read_seconds = lap();
   GroupedRecords a_rows, b_rows;
   std::vector<char> owned(static_cast<std::size_t>(p), 0), needed;
+  std::vector<std::int64_t> b_counts;
   comm.run_phase([&] {
     const std::vector<std::int64_t> a_counts = global_row_counts(a_keys, p, comm);
-    const std::vector<std::int64_t> b_counts = global_row_counts(b_keys, p, comm);
+    b_counts = global_row_counts(b_keys, p, comm);
     const std::vector<std::int64_t> work = global_row_work(a_keys, b_counts, comm);
     d.bounds = balanced_ranges(work, comm.size());
     d.shared = shared_regions(work, d.bounds, sharing);
@@ -85,20 +100,36 @@ Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file
       std::fill(mine.begin() + lo, mine.begin() + hi, 1);
       a_rows = keep_rows(std::move(a_rows), mine);
     }
+  });
+  // Ranks whose A rows reach every row of B that holds blocks all need the whole of B: where
+  // they may, the node's first rank alone reads it (and finds all of its duplicates), so that
+  // the others never hold a copy they would drop for the shared one.
+  bool all_of_b = true;
+  for (std::int32_t row = 0; row < p && all_of_b; ++row) all_of_b = b_counts[row] == 0 || needed[row] != 0;
+  comm.run_phase([&] { d.b_shared_on_node = whole_node_agrees(may_share_b && all_of_b, comm); });
+  const bool reads_b = !d.b_shared_on_node || comm.rank() == comm.node_leader();
+  const std::int32_t lo = d.bounds[comm.rank()], hi = d.bounds[comm.rank() + 1];
+  comm.run_phase([&] {
+    if (!reads_b) return;
     std::vector<char> wanted(needed);
     std::fill(wanted.begin() + lo, wanted.begin() + hi, 1);
     b_rows = gather_rows(b_file, wanted, b_counts);
   });
   d.exchange_seconds = lap();
-  const std::int32_t lo = d.bounds[comm.rank()], hi = d.bounds[comm.rank() + 1];
   d.a_spec.row_begin = lo;
   d.a_spec.row_end = hi;
   comm.run_phase([&] {
-    check_duplicates(b_rows, lo, hi, d.b_spec.duplicate_message);
+    if (!reads_b) return;
+    // Each rank finds the duplicates of its own rows, or the node's first rank those of all.
+    if (d.b_shared_on_node)
+      check_duplicates(b_rows, 0, p, d.b_spec.duplicate_message);
+    else
+      check_duplicates(b_rows, lo, hi, d.b_spec.duplicate_message);
     b_rows = keep_rows(std::move(b_rows), needed);
   });
   d.build_seconds = lap();
   d.a = std::make_unique<MemoryRecordSource>(std::move(a_rows.records));
+  b_rows.records.shape = b_file.header().shape();  // (also where this rank read none)
   d.b = std::make_unique<MemoryRecordSource>(std::move(b_rows.records));
   return d;
 }
@@ -124,7 +155,7 @@ DuplicateMessage duplicate_message(const io::InputFile& file) {
 }
 
 Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                        RowSharing sharing) {
+                        RowSharing sharing, bool may_share_b) {
   const MatrixShape shape = a_file.header().shape();
   const std::int32_t p = shape.block_rows();
   Distribution d;
@@ -138,7 +169,7 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
   }
 
   if (comm.nodes() == 1 && a_file.readable_by_every_rank() && b_file.readable_by_every_rank())
-    return distribute_within_node(a_file, b_file, comm, std::move(d), sharing);
+    return distribute_within_node(a_file, b_file, comm, std::move(d), sharing, may_share_b);
 
   // Across nodes: each rank reads its share of both files, the records travel to the owner of
   // their block-row as bytes, and each rank fetches the B rows its panel needs from their owners.
@@ -174,6 +205,13 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
   const std::vector<char> needed = referenced_columns(a_records, p);
   comm.run_phase([&] { b_records = fetch_rows(b_owned, needed, d.bounds, comm, d.exchanged); });
   d.exchange_seconds += lap();
+  // Ranks of one node that each hold all of B share one copy; the others' copies are dropped by
+  // the caller. A rank holds all of it where it holds as many blocks as the owners kept (a rank's
+  // are a subset of those: the file's blocks less the all-zero ones).
+  comm.run_phase([&] {
+    const std::int64_t kept = comm.sum(b_owned.blocks());
+    d.b_shared_on_node = whole_node_agrees(may_share_b && b_records.size() == kept, comm);
+  });
   d.a = std::make_unique<MemoryRecordSource>(std::move(a_records));
   d.b = std::make_unique<MemoryRecordSource>(std::move(b_records));
   return d;

@@ -45,6 +45,11 @@ struct Distribution {
   std::unique_ptr<RecordSource> above;
   OperandSpec below_spec;
   OperandSpec above_spec;
+  // Whether the ranks of this node read one copy of B (driver/shared_right_operand.hpp): asked
+  // for, and every rank of the node (several of them) needs all of B's records, so that their B
+  // is the same. Then only the node's first rank holds `b` (all of B, whose duplicates it finds)
+  // where the ranks scan the files; the others hold none and read none of B.
+  bool b_shared_on_node = false;
   ExchangeCounters exchanged;
   // Seconds spent here, by phase (all zero on one rank: the backend's build reads).
   double read_seconds = 0;      // this rank's share (its keys, on one node)
@@ -60,7 +65,8 @@ DuplicateMessage duplicate_message(const io::InputFile& file);
 // records) by the time every rank has built its operands from the result. `sharing` asks for rows
 // shared with the neighbours (row_sharing.hpp: about a fraction of a rank's work at each end of
 // its panel, where there is enough work); they are shared only where every rank is on one node.
+// `may_share_b`: this rank may read B from one copy its node shares (Distribution::b_shared_on_node).
 Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                        RowSharing sharing = {});
+                        RowSharing sharing = {}, bool may_share_b = false);
 
 }  // namespace blockmm::partition

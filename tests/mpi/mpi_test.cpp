@@ -615,9 +615,10 @@ std::vector<std::string> lasting_shared_files() {
   return both;
 }
 
-// Ranks of one node that each need all of B read one copy of it, built by the node's first
-// rank (driver/shared_right_operand.hpp): the plain run's bytes on 2-4 ranks (m = 8, m = 3 with
-// zero blocks, m = 1, and saturating sums), --stats says so, and it is off with
+// Ranks of one node that each need all of B read one copy of it, read and built by the node's
+// first rank alone (driver/shared_right_operand.hpp): the plain run's bytes on 2-4 ranks (m = 8,
+// m = 3 with zero blocks, m = 1, and saturating sums), --stats says so (and what each rank read
+// of B), and it is off with
 // BLOCKMM_SHARE_B=0, with one node a rank, and where ranks need only part of B (a banded A); a
 // duplicate in B stops every rank with the plain run's message.
 TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
@@ -657,6 +658,14 @@ TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
         nlohmann::json j;
         ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
         EXPECT_EQ(j.at("b_shared_on_node").get<bool>(), mode.shared);
+        // Sharing, only the node's first rank reads B; otherwise every rank holds all of it: the
+        // file's records where it scans the file, the non-zero blocks the owners send across nodes.
+        const bool across_nodes = !mode.env.empty() && mode.env.front() == "BLOCKMM_SIMULATE_NODES=1";
+        const auto b_records = j.at("blocks").at(across_nodes ? "b_nonzero_used" : "b_records").get<std::int64_t>();
+        for (const nlohmann::json& rank : j.at("per_rank")) {
+          const std::int64_t expected = mode.shared && rank.at("rank").get<int>() > 0 ? 0 : b_records;
+          EXPECT_EQ(rank.at("b_records").get<std::int64_t>(), expected) << "rank " << rank.at("rank");
+        }
         std::remove(out.c_str());
         // The shared copy's file in /dev/shm is unlinked once every rank has mapped it: none
         // outlives a run (names seen twice a second apart; another test's run may hold one).
