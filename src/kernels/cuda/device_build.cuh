@@ -89,7 +89,6 @@ class StagingBuffers {
     for (std::int64_t s = 0; s < slots; ++s) slots_.push_back(region->get() + s * kSlotBytes);
     regions_.push_back(std::move(region));
   }
-  int size() const { return static_cast<int>(slots_.size()); }
   std::byte* slot(int s) const { return slots_[static_cast<std::size_t>(s)]; }
 
  private:
