@@ -59,6 +59,7 @@ PreparedStaging take_prepared_staging() {
   return std::exchange(prepared_staging(), PreparedStaging{});
 }
 
+// Seconds from `start` to now (the backend's steps, the pipeline's timeline).
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -270,7 +271,7 @@ class ChunkPipeline {
       BLOCKMM_CUDA_CHECK(cudaEventSynchronize(piece_copied[piece.slot].get()));
       const auto start = std::chrono::steady_clock::now();
       sink.write(piece.first_tile, piece.tiles, host_slots[piece.slot]);
-      report.sink_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      report.sink_seconds += seconds_since(start);
       if (options.progress) options.progress(piece.first_tile + piece.tiles);
     };
     // Copies chunk c back piece by piece (the copy stream follows its kernels) and writes it.
@@ -297,7 +298,6 @@ class ChunkPipeline {
       ++report.chunks;
     };
     using Clock = std::chrono::steady_clock;
-    const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     if (!chunks.empty()) BLOCKMM_CUDA_CHECK(cudaEventRecord(span_start_.get(), compute_.get()));
     for (std::size_t c = 0; c < chunks.size(); ++c) {
       const int buffer = static_cast<int>(c % 2);
@@ -553,7 +553,7 @@ class CudaBackend final : public Backend {
     // Copy-back through the staging slots (pinned for the build; pinned here if it ran on the host).
     const auto pin_start = std::chrono::steady_clock::now();
     staging_.reserve(cuda::StagingBuffers::kCopyBackSlots);
-    steps_["numeric: pin copy-back slots"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - pin_start).count();
+    steps_["numeric: pin copy-back slots"] += seconds_since(pin_start);
     ChunkPipeline pipeline(staging_, cuda::StagingBuffers::kCopyBackSlots);
     unsigned int* zero_tiles = pipeline.keep(DeviceArray<unsigned int>(1));
     BLOCKMM_CUDA_CHECK(cudaMemsetAsync(zero_tiles, 0, sizeof(unsigned int), pipeline.compute()));
@@ -582,8 +582,7 @@ class CudaBackend final : public Backend {
     if (cuda::dense_path_pays(problem, choices_)) {
       const cuda::DenseEncoding encoding =
           cuda::dense_encoding(a.shape.n, largest_value(a, b, pipeline.compute()), choices_);
-      steps_["numeric: to the dense plan"] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - numeric_start).count();
+      steps_["numeric: to the dense plan"] += seconds_since(numeric_start);
       report.device += std::string(", ") + cuda::describe(encoding);
       numeric_dense(a, b, pattern, sink, options, cuda::plan_dense(problem, encoding), params, pipeline, report);
     } else {
@@ -738,7 +737,7 @@ class CudaBackend final : public Backend {
       }
     };
     pipeline.keep_object(std::shared_ptr<OwnStream>(new OwnStream{ready_cublas_}));
-    steps_["numeric: load cuBLAS (wait)"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+    steps_["numeric: load cuBLAS (wait)"] += seconds_since(load_start);
     bool b_expanded = false;
 
     // The encoding of value 0 for the n real entries of `vectors` plane vectors (-128 in the
