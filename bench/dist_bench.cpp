@@ -33,7 +33,10 @@ double now() {
 
 int main(int argc, char** argv) {
   using namespace blockmm;
-  comm::Communicator comm(comm::MpiMode::automatic, &argc, &argv);
+  const settings::Lookup environment = settings::process_environment();
+  comm::Communicator comm(
+      comm::communicator_options(settings::Settings::read(environment), comm::launcher_placement(environment)), &argc,
+      &argv);
   std::string a_path, b_path, backend_name = "cpu";
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
@@ -66,9 +69,9 @@ int main(int argc, char** argv) {
     });
     const double opened = now();
     partition::Distribution d = partition::distribute(*a_file, *b_file, comm);
-    kernels::BackendConfig config;
-    config.threads = threads;
-    std::unique_ptr<kernels::Backend> backend = kernels::make_backend(kernels::parse_backend_kind(backend_name), config);
+    std::unique_ptr<kernels::Backend> backend = kernels::parse_backend_kind(backend_name) == kernels::BackendKind::reference
+                                                    ? kernels::make_reference_backend()
+                                                    : kernels::make_cpu_backend({threads});
     const double made = now();
     std::unique_ptr<kernels::Operand> a, b;
     double built_a = 0;

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   const std::int64_t bytes = parse_bytes(argv[2]);
   std::int64_t chunk_bytes = std::int64_t{256} << 20;
   std::string format = "bin";
-  int threads = io::output_writer_threads(8);
+  int threads = io::writer_policy(0, false, false, 8).threads;
   int repeat = 3;
   for (int a = 3; a + 1 < argc; a += 2) {
     const std::string option = argv[a];
@@ -68,7 +68,10 @@ int main(int argc, char** argv) {
   if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < 0 || repeat < 1) return usage();
   try {
     io::install_cleanup_handlers();
-    comm::Communicator comm(comm::MpiMode::automatic, &argc, &argv);
+    const settings::Lookup environment = settings::process_environment();
+  comm::Communicator comm(
+      comm::communicator_options(settings::Settings::read(environment), comm::launcher_placement(environment)), &argc,
+      &argv);
     const std::int32_t m = 16;
     const std::int64_t stride = record_bytes<std::uint32_t>(m);
     const std::int32_t p = 4096;  // block-rows; n = 65536
@@ -89,7 +92,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeat; ++r) {
       comm.barrier();
       const auto t0 = Clock::now();
-      auto writer = io::make_product_writer(chosen, target, comm, threads);
+      auto writer = io::make_product_writer(chosen, target, comm, io::writer_policy(threads, threads == 0, false, threads));
       writer->begin(MatrixShape{p * m, m}, total, first, layout);
       const double begin_s = since(t0);
       double write_s = 0;

@@ -29,29 +29,27 @@ struct Communicator::NodeComms {
   MPI_Comm leaders = MPI_COMM_NULL;  // rank 0 of every node (MPI_COMM_NULL on the others)
 };
 
-bool simulate_nodes_requested() {
-  const char* v = std::getenv("BLOCKMM_SIMULATE_NODES");
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+CommunicatorOptions communicator_options(const settings::Settings& settings, const LauncherPlacement& placement) {
+  CommunicatorOptions c;
+  c.mode = settings.mpi == settings::Switch::on    ? MpiMode::on
+           : settings.mpi == settings::Switch::off ? MpiMode::off
+                                                   : MpiMode::automatic;
+  c.placement = placement;
+  c.simulate_nodes = settings.simulate_nodes;
+  if (settings.mpi_piece_bytes > 0) c.piece_bytes = settings.mpi_piece_bytes;
+  if (settings.file_io == settings::FileIo::mpi) c.file_access = FileAccess::mpi_io;
+  if (settings.file_io == settings::FileIo::posix || settings.file_io == settings::FileIo::pwrite)
+    c.file_access = FileAccess::posix;
+  return c;
 }
 
-std::int64_t mpi_piece_bytes() {
-  static const std::int64_t piece = [] {
-    constexpr std::int64_t kMax = std::int64_t{1} << 30;
-    const char* v = std::getenv("BLOCKMM_MPI_PIECE_BYTES");
-    const long long asked = v != nullptr ? std::atoll(v) : 0;
-    return asked >= 8 && asked < kMax ? static_cast<std::int64_t>(asked) : kMax;
-  }();
-  return piece;
+bool mpi_will_start(MpiMode mode, const LauncherPlacement& placement) {
+  return mode == MpiMode::on || (mode == MpiMode::automatic && placement.launched);
 }
 
-bool mpi_will_start(MpiMode mode) {
-  return mode == MpiMode::on || (mode == MpiMode::automatic && launched_by_mpi_launcher());
-}
-
-bool launched_by_mpi_launcher() { return launcher_placement().launched; }
-
-Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
-  uses_mpi_ = mpi_will_start(mode);
+Communicator::Communicator(const CommunicatorOptions& options, int* argc, char*** argv) {
+  uses_mpi_ = mpi_will_start(options.mode, options.placement);
+  piece_bytes_ = options.piece_bytes >= 8 && options.piece_bytes <= kMpiPieceBytes ? options.piece_bytes : kMpiPieceBytes;
   if (!uses_mpi_) return;
   int initialized = 0;
   BLOCKMM_MPI_CHECK(MPI_Initialized(&initialized));
@@ -85,7 +83,7 @@ Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
   // The node as the distribution sees it: the machine, or this rank alone when simulating (so
   // that the cross-node paths run on one machine while cores are still shared as they are).
   node_comms_ = std::make_unique<NodeComms>();
-  simulated_nodes_ = simulate_nodes_requested();
+  simulated_nodes_ = options.simulate_nodes;
   if (simulated_nodes_) {
     BLOCKMM_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank_, 0, &node_comms_->node));
     BLOCKMM_MPI_CHECK(MPI_Comm_free(&machine));
@@ -110,7 +108,9 @@ Communicator::Communicator(MpiMode mode, int* argc, char*** argv) {
   BLOCKMM_MPI_CHECK(
       MPI_Comm_split(MPI_COMM_WORLD, placement_rank == 0 ? 0 : MPI_UNDEFINED, rank_, &node_comms_->leaders));
 
-  const LauncherPlacement placement = launcher_placement();
+  const LauncherPlacement& placement = options.placement;
+  if (options.file_access == FileAccess::mpi_io && size_ > 1) file_access_ = FileAccess::mpi_io;
+  if (options.file_access == FileAccess::automatic && node_size_ < size_) file_access_ = FileAccess::mpi_io;
   if (size_ == 1 && placement.slurm_step_tasks > 1 && placement.open_mpi_size < 0)
     throw UsageError("srun started " + std::to_string(placement.slurm_step_tasks) +
                      " tasks but MPI sees one rank: launch with srun --mpi=pmix (see 'srun --mpi=list') or use mpirun");
@@ -178,7 +178,7 @@ double Communicator::min(double value) const {
 
 void Communicator::sum_in_place(std::vector<std::int64_t>& values) const {
   if (!uses_mpi_) return;
-  const std::int64_t piece = mpi_piece_bytes() / 8;
+  const std::int64_t piece = piece_bytes_ / 8;
   for (std::int64_t first = 0; first < static_cast<std::int64_t>(values.size()); first += piece) {
     const int count = static_cast<int>(std::min<std::int64_t>(piece, static_cast<std::int64_t>(values.size()) - first));
     BLOCKMM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data() + first, count, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
@@ -209,7 +209,7 @@ void Communicator::broadcast(std::string& text, int root) const {
   std::int64_t length = static_cast<std::int64_t>(text.size());
   BLOCKMM_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, root, MPI_COMM_WORLD));
   text.resize(static_cast<std::size_t>(length));
-  const std::int64_t piece = mpi_piece_bytes();
+  const std::int64_t piece = piece_bytes_;
   for (std::int64_t first = 0; first < length; first += piece) {
     const int count = static_cast<int>(std::min(piece, length - first));
     BLOCKMM_MPI_CHECK(MPI_Bcast(text.data() + first, count, MPI_CHAR, root, MPI_COMM_WORLD));
@@ -241,7 +241,7 @@ LargeVector<std::byte> Communicator::exchange(const std::byte* send, const std::
   }
   agree(allocation_failure);
 
-  const std::int64_t piece = mpi_piece_bytes();
+  const std::int64_t piece = piece_bytes_;
   constexpr int kExchangeTag = 7;
   // What stays here is copied; the rest travels point to point in pieces, all posted at once.
   if (send_bytes[rank_] > 0) std::memcpy(received.data() + recv_at[rank_], send + send_at[rank_], send_bytes[rank_]);

@@ -3,8 +3,8 @@
 // small products take). Everything above this header is written once for both cases.
 // It also knows the node of every rank (ranks sharing memory, MPI_Comm_split_type shared), so
 // that ranks of one node can share the page cache instead of moving input bytes through MPI.
-// BLOCKMM_SIMULATE_NODES=1 makes every rank its own node for the distribution: the cross-node
-// paths then run, and are tested, on one machine.
+// CommunicatorOptions::simulate_nodes makes every rank its own node for the distribution: the
+// cross-node paths then run, and are tested, on one machine.
 #pragma once
 
 #include <cstddef>
@@ -15,25 +15,39 @@
 #include <string>
 #include <vector>
 
+#include "comm/launcher.hpp"
 #include "core/large_buffer.hpp"
+#include "settings/settings.hpp"
 
 namespace blockmm::comm {
 
 enum class MpiMode { automatic, on, off };
 
-// Whether the environment shows an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
-bool launched_by_mpi_launcher();
+// How the ranks read and write shared files: POSIX calls where every rank shares one node's view
+// of the file system (multi-threaded reads, the output's shared map), MPI-IO where they span
+// nodes (it knows the parallel file system's consistency rules).
+enum class FileAccess { automatic, posix, mpi_io };
+
+// Largest piece one MPI call moves by default: 1 GiB keeps every int count in range, so
+// messages and file accesses beyond 2^31 - 1 bytes go in pieces.
+constexpr std::int64_t kMpiPieceBytes = std::int64_t{1} << 30;
+
+struct CommunicatorOptions {
+  MpiMode mode = MpiMode::off;
+  // Where the launcher placed this process (launcher.hpp): whether `automatic` starts MPI, and
+  // what a one-rank job under srun is told.
+  LauncherPlacement placement;
+  bool simulate_nodes = false;  // every rank its own node, for the distribution
+  std::int64_t piece_bytes = kMpiPieceBytes;  // lower in tests, to cross piece boundaries
+  FileAccess file_access = FileAccess::automatic;
+};
+
+// The options the settings ask for (BLOCKMM_MPI, BLOCKMM_SIMULATE_NODES, BLOCKMM_MPI_PIECE_BYTES,
+// BLOCKMM_IO) for a process the launcher placed at `placement`.
+CommunicatorOptions communicator_options(const settings::Settings& settings, const LauncherPlacement& placement);
 
 // Whether a Communicator made with `mode` starts MPI: on, or automatic under a launcher.
-bool mpi_will_start(MpiMode mode);
-
-// Largest piece one MPI call moves: 1 GiB keeps every int count in range, so messages and file
-// accesses beyond 2^31 - 1 bytes go in pieces. BLOCKMM_MPI_PIECE_BYTES lowers it, so that tests
-// cross piece boundaries without gigabytes of data.
-std::int64_t mpi_piece_bytes();
-
-// Whether BLOCKMM_SIMULATE_NODES asks for one node per rank (set and not "0").
-bool simulate_nodes_requested();
+bool mpi_will_start(MpiMode mode, const LauncherPlacement& placement);
 
 // Counters in memory that the ranks of one node share (an MPI shared-memory window; ordinary
 // memory without MPI), so that ranks can claim work from each other without messages:
@@ -88,8 +102,8 @@ class NodeSharedBytes {
 
 class Communicator {
  public:
-  // Initialises MPI if `mode` says so (automatic: when launched by an MPI launcher).
-  Communicator(MpiMode mode, int* argc, char*** argv);
+  // Initialises MPI if options.mode says so (automatic: when launched by an MPI launcher).
+  explicit Communicator(const CommunicatorOptions& options, int* argc = nullptr, char*** argv = nullptr);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -111,6 +125,11 @@ class Communicator {
   bool same_node(int rank) const { return node_of(rank) == node(); }
   int node_leader() const { return node_leader_; }  // lowest rank of this node
   bool simulated_nodes() const { return simulated_nodes_; }
+  // Largest piece one MPI call moves (CommunicatorOptions::piece_bytes).
+  std::int64_t piece_bytes() const { return piece_bytes_; }
+  // How this job's ranks access shared files: MPI-IO where asked for or where the ranks span
+  // nodes (never for one rank or without MPI), else POSIX.
+  FileAccess file_access() const { return file_access_; }
 
   void barrier() const;
   std::int64_t sum(std::int64_t value) const;
@@ -162,6 +181,8 @@ class Communicator {
   int nodes_ = 1;
   int node_leader_ = 0;
   bool simulated_nodes_ = false;
+  std::int64_t piece_bytes_ = kMpiPieceBytes;
+  FileAccess file_access_ = FileAccess::posix;
   std::vector<int> node_of_{0};  // per rank
   // The node's ranks and the node leaders (MPI communicators, kept for node-level collectives
   // such as a shared window; mpi.h stays out of this header).

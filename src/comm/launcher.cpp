@@ -34,10 +34,6 @@ LauncherPlacement launcher_placement(const EnvironmentLookup& lookup) {
   return p;
 }
 
-LauncherPlacement launcher_placement() {
-  return launcher_placement([](const char* name) -> const char* { return std::getenv(name); });
-}
-
 bool LauncherPlacement::on_one_node() const {
   if (open_mpi_size >= 0) return open_mpi_size > 0 && open_mpi_size == open_mpi_local_size;
   return slurm_step_nodes == 1;
@@ -46,6 +42,12 @@ bool LauncherPlacement::on_one_node() const {
 bool LauncherPlacement::knows_local_rank() const { return local_rank() >= 0; }
 
 int LauncherPlacement::local_rank() const { return open_mpi_local_rank >= 0 ? open_mpi_local_rank : slurm_local_id; }
+
+int LauncherPlacement::local_size() const {
+  if (open_mpi_local_rank >= 0) return open_mpi_local_size;
+  if (alone_on_node()) return 1;
+  return slurm_local_id >= 0 && slurm_step_nodes == 1 ? slurm_step_tasks : -1;
+}
 
 bool LauncherPlacement::alone_on_node() const {
   if (open_mpi_local_rank >= 0) return open_mpi_local_size == 1;

@@ -36,6 +36,8 @@ struct LauncherPlacement {
   bool knows_local_rank() const;
   int local_rank() const;
   bool alone_on_node() const;
+  // The ranks on this node, or -1 where the launcher does not say.
+  int local_size() const;
 };
 
 LauncherPlacement launcher_placement(const EnvironmentLookup& lookup);
@@ -43,7 +45,5 @@ LauncherPlacement launcher_placement(const EnvironmentLookup& lookup);
 // A count (0 .. 2^20) written in decimal and nothing else, or -1: how a launcher's (or the GPU
 // driver's) numbers are read.
 int parse_count(const char* text);
-// This process's environment.
-LauncherPlacement launcher_placement();
 
 }  // namespace blockmm::comm

@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 
-#include "comm/communicator.hpp"
 #include "comm/launcher.hpp"
 
 namespace blockmm::comm {
@@ -32,15 +31,15 @@ std::vector<std::string> mpi_start_settings(const EnvironmentLookup& lookup, boo
   return settings;
 }
 
-std::vector<std::string> apply_mpi_start_settings(MpiMode mode) {
-  if (!mpi_will_start(mode)) return {};
+std::vector<std::string> apply_mpi_start_settings(bool mpi_will_start, const EnvironmentLookup& lookup) {
+  if (!mpi_will_start) return {};
 #if defined(OPEN_MPI)
   constexpr bool open_mpi = true;
 #else
   constexpr bool open_mpi = false;
 #endif
   std::vector<std::string> settings =
-      mpi_start_settings([](const char* name) -> const char* { return std::getenv(name); }, open_mpi);
+      mpi_start_settings(lookup, open_mpi);
   set_environment(settings);
   applied() = settings;
   return settings;

@@ -17,16 +17,14 @@
 
 namespace blockmm::comm {
 
-enum class MpiMode;
-
 // The settings for an environment seen through `lookup`, as "NAME=value", in the order given
 // above. `open_mpi`: whether blockmm was built against Open MPI.
 std::vector<std::string> mpi_start_settings(const EnvironmentLookup& lookup, bool open_mpi);
 
-// Applies mpi_start_settings() to this process's environment when MPI will start (`mode` on, or
-// automatic under a launcher), and returns what it set. setenv is not safe beside another
-// thread's getenv: call it before any thread starts (main does, before the CUDA driver load).
-std::vector<std::string> apply_mpi_start_settings(MpiMode mode);
+// Applies mpi_start_settings() to this process's environment (seen through `lookup`) when MPI
+// will start, and returns what it set. setenv is not safe beside another thread's getenv: call
+// it before any thread starts (main does, before the CUDA driver load).
+std::vector<std::string> apply_mpi_start_settings(bool mpi_will_start, const EnvironmentLookup& lookup);
 
 // What apply_mpi_start_settings() set in this process (empty before it or without MPI).
 const std::vector<std::string>& applied_mpi_start_settings();

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cctype>
-#include <cstdlib>
 #include <string>
 
 #include "core/error.hpp"
@@ -25,12 +24,11 @@ inline void check_thread_count(long long threads, const std::string& what) {
                      " threads per process");
 }
 
-// OMP_NUM_THREADS is a comma-separated list (one count per nesting level); each count must be at
-// most kMaxThreads. Text libgomp would not read as a number is left to libgomp (it ignores it).
-inline void check_omp_num_threads_environment() {
-  const char* text = std::getenv("OMP_NUM_THREADS");
-  if (text == nullptr) return;
-  const std::string value(text);
+// OMP_NUM_THREADS (`value`, "" where unset) is a comma-separated list (one count per nesting
+// level); each count must be at most kMaxThreads. Text libgomp would not read as a number is left
+// to libgomp (it ignores it).
+inline void check_omp_num_threads(const std::string& value) {
+  if (value.empty()) return;
   std::size_t at = 0;
   while (at <= value.size()) {
     std::size_t end = value.find(',', at);

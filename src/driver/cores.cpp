@@ -37,10 +37,10 @@ CorePlan plan_cores(const CoreFacts& facts) {
   return plan;
 }
 
-CorePlan choose_cores(int requested_threads, int node_rank, int node_size) {
+CorePlan choose_cores(int requested_threads, int node_rank, int node_size, const settings::Lookup& environment) {
   CoreFacts facts;
   facts.requested_threads = requested_threads;
-  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr && *omp != '\0')
+  if (const char* omp = environment("OMP_NUM_THREADS"); omp != nullptr && *omp != '\0')
     facts.omp_num_threads = omp_get_max_threads();
   facts.node_cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   facts.node_rank = node_rank;
@@ -51,8 +51,8 @@ CorePlan choose_cores(int requested_threads, int node_rank, int node_size) {
   // Open MPI's mpirun says that it bound the rank (orte_bound_at_launch), and passes an explicit
   // --bind-to (or the MCA parameter) on as the binding policy; its default binding leaves no
   // policy behind. srun and other launchers set neither: their binding is always kept.
-  const auto env = [](const char* name) {
-    const char* v = std::getenv(name);
+  const auto env = [&environment](const char* name) {
+    const char* v = environment(name);
     return std::string(v == nullptr ? "" : v);
   };
   facts.launcher_default_binding = env("OMPI_MCA_orte_launch") == "1" && env("OMPI_MCA_orte_bound_at_launch") == "1" &&

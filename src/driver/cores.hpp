@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "settings/settings.hpp"
+
 namespace blockmm::driver {
 
 struct CoreFacts {
@@ -32,6 +34,6 @@ CorePlan plan_cores(const CoreFacts& facts);
 // The facts of this process (affinity mask, environment), then the plan carried out: the
 // affinity widened where the plan says so (a refusal by the system keeps the binding, and the
 // note then names the fix instead).
-CorePlan choose_cores(int requested_threads, int node_rank, int node_size);
+CorePlan choose_cores(int requested_threads, int node_rank, int node_size, const settings::Lookup& environment);
 
 }  // namespace blockmm::driver

@@ -1,4 +1,4 @@
-// blockmm: exact block-sparse C = A x B. See README.md for usage and DESIGN.md for the design.
+// blockmm: exact block-sparse C = A x B. See README.md for usage and docs/design.md for the design.
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -14,18 +14,14 @@
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
 #include "driver/options.hpp"
-#include "driver/pipeline.hpp"
+#include "driver/run.hpp"
 #include "driver/run_stats.hpp"
 #include "io/atomic_output.hpp"
+#include "io/library_guard.hpp"
+#include "kernels/cuda_start.hpp"
+#include "settings/settings.hpp"
 
 namespace {
-
-blockmm::comm::MpiMode mpi_mode_from_environment() {
-  const char* v = std::getenv("BLOCKMM_MPI");
-  if (v == nullptr || *v == '\0') return blockmm::comm::MpiMode::automatic;
-  if (v[0] == '0') return blockmm::comm::MpiMode::off;
-  return blockmm::comm::MpiMode::on;
-}
 
 void report(const char* what) {
   std::fprintf(stderr, "blockmm: error: %s\n", blockmm::escape_control_characters(what).c_str());
@@ -34,15 +30,19 @@ void report(const char* what) {
 // Under a launcher every rank finds the same usage error, but only rank 0 prints it, and the
 // launcher ends the job at the first rank that exits non-zero: a rank that exits before rank 0
 // has printed would take the only message with it. So the ranks meet in a barrier (after rank
-// 0 has printed) before any of them exits. Costs an MPI_Init, on this error path only.
-void hold_until_every_rank_has_reported(int* argc, char*** argv) {
+// 0 has printed) before any of them exits. Costs an MPI_Init, on this error path only. The
+// settings may be what failed: MPI then starts as the launcher says.
+void hold_until_every_rank_has_reported(int* argc, char*** argv, const blockmm::comm::LauncherPlacement& placement,
+                                        const blockmm::settings::Lookup& environment) {
   std::fflush(stderr);
   std::cerr.flush();
-  const blockmm::comm::MpiMode mode = mpi_mode_from_environment();
-  if (!blockmm::comm::mpi_will_start(mode)) return;
+  blockmm::comm::CommunicatorOptions c;
+  c.mode = blockmm::comm::MpiMode::automatic;
+  c.placement = placement;
+  if (!blockmm::comm::mpi_will_start(c.mode, placement)) return;
   try {
-    blockmm::comm::apply_mpi_start_settings(mode);
-    const blockmm::comm::Communicator comm(mode, argc, argv);
+    blockmm::comm::apply_mpi_start_settings(true, environment);
+    const blockmm::comm::Communicator comm(c, argc, argv);
     comm.barrier();
   } catch (...) {
     // No MPI to meet in: nothing better than exiting.
@@ -55,27 +55,33 @@ int main(int argc, char** argv) {
   using blockmm::ExitCode;
   blockmm::io::install_cleanup_handlers();
 
-  // Usage errors need no MPI: decide them before starting it (each rank sees the same argv,
-  // so every rank reaches the same verdict; only the first prints).
+  // The environment, read once (settings/), and the command line. Usage errors need no MPI:
+  // decide them before starting it (each rank sees the same argv, so every rank reaches the same
+  // verdict; only the first prints).
+  const blockmm::settings::Lookup environment = blockmm::settings::process_environment();
+  const blockmm::comm::LauncherPlacement placement = blockmm::comm::launcher_placement(environment);
   blockmm::driver::Options options;
   int exit_code = 0;
-  const bool quiet_rank = blockmm::comm::launcher_placement().rank > 0;
-  if (!blockmm::driver::parse_options(argc, argv, options, exit_code, !quiet_rank)) {
-    if (exit_code != 0) hold_until_every_rank_has_reported(&argc, &argv);
+  if (!blockmm::driver::parse_options(argc, argv, environment, options, exit_code, placement.rank <= 0)) {
+    if (exit_code != 0) hold_until_every_rank_has_reported(&argc, &argv, placement, environment);
     return exit_code;
   }
+  blockmm::io::LibraryGuard::set_metadata_timeout_seconds(options.settings.library_timeout);
 
   // What MPI starts with where the user chose nothing (comm/mpi_start.hpp), and what CUDA starts
-  // with: the one GPU it is to see where that is known, one work queue (driver/backend_choice.hpp),
-  // set while this is the only thread: CUDA's driver then loads beside MPI_Init (and the
-  // launcher's wire-up) where a GPU is likely.
-  const blockmm::comm::MpiMode mpi_mode = mpi_mode_from_environment();
-  blockmm::comm::apply_mpi_start_settings(mpi_mode);
-  blockmm::driver::apply_cuda_start_settings(options, blockmm::comm::mpi_will_start(mpi_mode));
-  const std::shared_future<void> cuda_driver_load = blockmm::driver::start_cuda_driver_load(options);
+  // with: the GPUs it is to see where that is known, one work queue (kernels/cuda_start.hpp), set
+  // while this is the only thread: CUDA's driver then loads beside MPI_Init (and the launcher's
+  // wire-up) where a GPU is likely.
+  const blockmm::comm::CommunicatorOptions comm_options = blockmm::comm::communicator_options(options.settings, placement);
+  const bool uses_mpi = blockmm::comm::mpi_will_start(comm_options.mode, placement);
+  std::vector<std::string> start_settings = blockmm::comm::apply_mpi_start_settings(uses_mpi, environment);
+  for (const std::string& setting : blockmm::driver::apply_cuda_start_settings(options, placement, uses_mpi, environment))
+    start_settings.push_back(setting);
+  const bool gpu_likely = blockmm::driver::cuda_likely(options, blockmm::driver::input_file_bytes(options));
+  blockmm::kernels::CudaStart cuda(gpu_likely && blockmm::kernels::cuda_device_may_exist(environment("CUDA_VISIBLE_DEVICES")));
   std::unique_ptr<blockmm::comm::Communicator> comm;
   try {
-    comm = std::make_unique<blockmm::comm::Communicator>(mpi_mode, &argc, &argv);
+    comm = std::make_unique<blockmm::comm::Communicator>(comm_options, &argc, &argv);
   } catch (const blockmm::Error& e) {
     report(e.what());
     return static_cast<int>(e.code());
@@ -103,8 +109,8 @@ int main(int argc, char** argv) {
     const bool ends_at_once = false;
 #endif
     blockmm::driver::KeptUntilExit kept_until_exit;
-    blockmm::driver::RunStats stats =
-        blockmm::driver::run_product(options, *comm, ends_at_once ? &kept_until_exit : nullptr);
+    blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm, cuda, start_settings, environment,
+                                                                   ends_at_once ? &kept_until_exit : nullptr);
     const std::string version = blockmm::driver::version_text();
     stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
     stats.command_line.assign(argv, argv + argc);

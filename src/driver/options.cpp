@@ -10,6 +10,7 @@
 
 #include "build_info.hpp"
 #include "core/error.hpp"
+#include "comm/launcher.hpp"
 #include "io/product_writer.hpp"
 #include "core/thread_limit.hpp"
 
@@ -124,7 +125,27 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error) {
 
 }  // namespace
 
-bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool print) {
+std::string environment_help() {
+  std::string text = "Environment (docs/settings.md has the whole table):\n";
+  for (const settings::Variable& v : settings::table())
+    if (v.audience == settings::Audience::user) text += std::string("  ") + v.name + "=" + v.values + "  " + v.meaning + "\n";
+  text += "  Developer settings for tests and comparisons:";
+  int column = 100;
+  for (const settings::Variable& v : settings::table()) {
+    if (v.audience != settings::Audience::developer) continue;
+    const std::string name = std::string(" ") + v.name;
+    if (column + name.size() > 96) {
+      text += "\n   ";
+      column = 3;
+    }
+    text += name;
+    column += static_cast<int>(name.size());
+  }
+  return text;
+}
+
+bool parse_options(int argc, char** argv, const settings::Lookup& environment, Options& options, int& exit_code,
+                   bool print) {
   CLI::App app{"blockmm: exact block-sparse matrix product C = A x B (uint16 blocks in, saturated uint32 out).\n"
                "Run under mpirun/srun to distribute output block-rows over ranks (one rank per GPU)."};
   app.name("blockmm");
@@ -135,10 +156,14 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
   app.add_option("A", options.a_path, "left input: COL380 binary, or HDF5 (BSR), told by its signature")->required();
   app.add_option("B", options.b_path, "right input: COL380 binary, or HDF5 (BSR), told by its signature")->required();
   app.add_option("OUT", options.out_path, "output: COL380 binary, or HDF5 (BSR) when it ends in .h5/.hdf5")->required();
-  app.add_option("--backend", options.backend, "auto | cpu | cuda | reference (auto: cuda when a GPU is visible and the work repays it)")
+  std::string backend = "auto", format = "auto", progress = "auto", gpus = "all";
+  app.add_option("--backend", backend, "auto | cpu | cuda | reference (auto: cuda when a GPU is visible and the work repays it)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "reference"}))
       ->capture_default_str();
-  app.add_option("--format", options.format, "output format: auto (by extension) | bin | h5")
+  app.add_option("--gpus", gpus, "GPUs this process drives: a count, or all (default: every GPU it may use; under mpirun "
+                                 "the node's GPUs are shared among its ranks)")
+      ->capture_default_str();
+  app.add_option("--format", format, "output format: auto (by extension) | bin | h5")
       ->check(CLI::IsMember({"auto", "bin", "h5"}))
       ->capture_default_str();
   app.add_option("--threads", options.threads, "OpenMP threads per rank, at most 1024 (default: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
@@ -150,7 +175,7 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
       ->check(CLI::IsMember({"off", "text", "json"}))
       ->option_text("[=text|json]");  // not "=text": that is what --stats alone means, not the default
   app.add_option("--stats-file", options.stats_file, "also write the JSON stats to this file")->option_text("FILE");
-  app.add_option("--progress", options.progress,
+  app.add_option("--progress", progress,
                  "auto | bar | lines | none (auto: a bar on a terminal, else a plain line every few seconds)")
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
       ->capture_default_str();
@@ -164,9 +189,8 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
       ->option_text("SIZE");
   app.footer(
       "Inputs may be COL380 binary or HDF5 (scipy BSR layout); the output is HDF5 when it ends in .h5/.hdf5.\n"
-      "Exit codes: 0 success, 2 usage, 3 bad input, 4 output or I/O failure, 5 out of memory or device failure, 1 other.\n"
-      "Environment: BLOCKMM_MPI=0|1 forces MPI off/on (default: on when started by an MPI launcher);\n"
-      "BLOCKMM_PROGRESS_INTERVAL=S seconds between progress lines in logs (default 5).");
+      "Exit codes: 0 success, 2 usage, 3 bad input, 4 output or I/O failure, 5 out of memory or device failure, 1 other.\n" +
+      environment_help());
 
   try {
     app.parse(argc, argv);
@@ -174,20 +198,24 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
     if (app.count("--stats") > 0 && stats == "off") stats = "off";
     options.stats = stats == "json" ? StatsMode::json : stats == "text" ? StatsMode::text : StatsMode::off;
     options.chunk_bytes = parse_size(chunk);
-    if (const char* interval = std::getenv("BLOCKMM_PROGRESS_INTERVAL"); interval != nullptr && *interval != '\0') {
-      char* end = nullptr;
-      const double seconds = std::strtod(interval, &end);
-      if (end == interval || *end != '\0' || !(seconds > 0) || seconds > 86400)
-        throw UsageError(std::string("BLOCKMM_PROGRESS_INTERVAL='") + interval + "' must be a number of seconds in (0, 86400]");
-      options.progress_interval = seconds;
-    }
+    options.settings = settings::Settings::read(environment);
     if (!budget.empty()) options.mem_budget = parse_size(budget);
-    const std::string warning =
-        io::output_name_warning(options.out_path, io::choose_output_format(options.out_path, options.format));
+    if (backend != "auto") options.backend = kernels::parse_backend_kind(backend);
+    options.progress = options.quiet || progress == "none" ? ProgressRequest::none
+                       : progress == "bar"                ? ProgressRequest::bar
+                       : progress == "lines"              ? ProgressRequest::lines
+                                                          : ProgressRequest::automatic;
+    if (gpus != "all") {
+      const int count = comm::parse_count(gpus.c_str());
+      if (count < 1 || count > 1024) throw UsageError("--gpus '" + gpus + "': expected a count from 1 to 1024, or all");
+      options.gpus = count;
+    }
+    options.format = io::choose_output_format(options.out_path, format);
+    const std::string warning = io::output_name_warning(options.out_path, options.format);
     if (!warning.empty() && print) std::cerr << "blockmm: warning: " << warning << "\n";
     // Before anything exists: libgomp dies without a word when it cannot create a team.
     check_thread_count(options.threads, "--threads");
-    if (options.threads == 0) check_omp_num_threads_environment();
+    if (options.threads == 0) check_omp_num_threads(options.settings.omp_num_threads);
   } catch (const CLI::ParseError& e) {
     exit_code = e.get_exit_code() == 0 ? 0 : static_cast<int>(ExitCode::usage);
     if (print) {

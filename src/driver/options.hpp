@@ -2,33 +2,46 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "io/product_writer.hpp"
+#include "kernels/backend.hpp"
+#include "settings/settings.hpp"
 
 namespace blockmm::driver {
 
 enum class StatsMode { off, text, json };
+enum class ProgressRequest { automatic, bar, lines, none };
 
+// Everything one run of blockmm was asked to do: its command line and its environment's
+// settings, each read once, here.
 struct Options {
   std::string a_path;
   std::string b_path;
   std::string out_path;
-  std::string backend = "auto";   // auto | cpu | cuda | reference
-  std::string format = "auto";    // auto | bin | h5
+  std::optional<kernels::BackendKind> backend;  // none: auto
+  io::OutputFormat format = io::OutputFormat::binary;  // resolved from --format and OUT's name
   int threads = 0;                // 0: OMP_NUM_THREADS, else cores shared among a node's ranks
+  int gpus = 0;                   // GPUs this process drives; 0: every GPU it may use
   StatsMode stats = StatsMode::off;
   std::string stats_file;         // JSON stats also written here (by rank 0)
-  bool quiet = false;
   bool verbose = false;           // errors also name their internal cause
-  std::string progress = "auto";  // auto | bar | lines | none
-  double progress_interval = 5;   // seconds between progress lines (BLOCKMM_PROGRESS_INTERVAL)
+  ProgressRequest progress = ProgressRequest::automatic;  // none with --quiet
+  bool quiet = false;
   std::int64_t chunk_bytes = std::int64_t{256} << 20;
-  std::int64_t mem_budget = 0;    // device memory budget; 0 = automatic
+  std::int64_t mem_budget = 0;    // device memory budget a GPU; 0 = automatic
+  settings::Settings settings;    // the environment's BLOCKMM_* variables and the like
 };
 
-// Parses argv. Returns false when the process should exit with `exit_code` (--help, --version,
-// usage errors; messages already printed).
-bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool print);
+// Parses argv, and the environment through `environment`. Returns false when the process should
+// exit with `exit_code` (--help, --version, usage errors; messages already printed).
+bool parse_options(int argc, char** argv, const settings::Lookup& environment, Options& options, int& exit_code,
+                   bool print);
+
+// The --help text's list of environment variables (settings::table()).
+std::string environment_help();
 
 // "256M", "8G", "1048576" -> bytes. Throws UsageError.
 std::int64_t parse_size(const std::string& text);

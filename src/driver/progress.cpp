@@ -112,26 +112,22 @@ std::string format_progress_line(const ProgressSnapshot& s, int columns, bool ba
   return width == 0 ? chosen : chosen.substr(0, width);
 }
 
-int stderr_columns() {
+int stderr_columns(int columns_setting) {
   winsize size{};
   if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
-  if (const char* columns = std::getenv("COLUMNS")) {
-    const int value = std::atoi(columns);
-    if (value > 0) return value;
-  }
-  return 80;
+  return columns_setting > 0 ? columns_setting : 80;
 }
 
-ProgressConfig progress_config_for_stderr(const std::string& requested, double interval) {
+ProgressConfig progress_config_for_stderr(ProgressRequest requested, const settings::Settings& settings) {
   ProgressConfig config;
-  config.interval = interval > 0 ? interval : 5.0;
+  config.interval = settings.progress_interval > 0 ? settings.progress_interval : 5.0;
   config.bar_delay = std::min(1.0, config.interval);
+  config.columns_setting = settings.columns;
   const bool terminal = ::isatty(STDERR_FILENO) == 1;
-  const char* term = std::getenv("TERM");
-  config.escapes = terminal && term != nullptr && *term != '\0' && std::strcmp(term, "dumb") != 0;
-  if (requested == "none") config.style = ProgressStyle::none;
-  else if (requested == "bar") config.style = ProgressStyle::bar;
-  else if (requested == "lines") config.style = ProgressStyle::lines;
+  config.escapes = terminal && !settings.terminal.empty() && settings.terminal != "dumb";
+  if (requested == ProgressRequest::none) config.style = ProgressStyle::none;
+  else if (requested == ProgressRequest::bar) config.style = ProgressStyle::bar;
+  else if (requested == ProgressRequest::lines) config.style = ProgressStyle::lines;
   else config.style = config.escapes ? ProgressStyle::bar : ProgressStyle::lines;
   return config;
 }
@@ -221,7 +217,7 @@ void Progress::draw_locked() {
     return;
   }
   if (now < config_.bar_delay) return;
-  const std::string line = format_progress_line(snapshot_locked(), stderr_columns(), true);
+  const std::string line = format_progress_line(snapshot_locked(), stderr_columns(config_.columns_setting), true);
   std::string frame = "\r" + line;
   if (config_.escapes) frame += "\033[K";
   else if (line.size() < bar_width_) frame += std::string(std::min(bar_width_, line.size() + 512) - line.size(), ' ');

@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "core/stopwatch.hpp"
+#include "driver/options.hpp"
 #include "driver/run_stats.hpp"
 
 namespace blockmm::driver {
@@ -24,14 +26,16 @@ struct ProgressConfig {
   double interval = 5.0;         // lines: seconds between lines; also the delay before the first
   double bar_delay = 1.0;        // bar: runs shorter than this show nothing
   std::string scope;             // appended to counted phases, e.g. "rank 0 of 4"
+  int columns_setting = 0;       // COLUMNS where stderr is no terminal that says (0: unset)
 };
 
 // What --progress=auto means for this process: a bar when stderr is a terminal that takes
-// escape codes (TERM set and not "dumb"), plain lines otherwise (pipes, logs, mpirun, srun).
-ProgressConfig progress_config_for_stderr(const std::string& requested, double interval);
+// escape codes (TERM set and not "dumb"), plain lines otherwise (pipes, logs, mpirun, srun);
+// lines every settings.progress_interval seconds.
+ProgressConfig progress_config_for_stderr(ProgressRequest requested, const settings::Settings& settings);
 
-// Terminal columns of stderr (TIOCGWINSZ), else $COLUMNS, else 80.
-int stderr_columns();
+// Terminal columns of stderr (TIOCGWINSZ), else `columns_setting` (COLUMNS; 0: unset), else 80.
+int stderr_columns(int columns_setting = 0);
 
 // One line of the display for `columns` columns (0: no limit). Exposed for unit tests.
 struct ProgressSnapshot {

@@ -292,8 +292,8 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer() const {
   return open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_);
 }
 
-std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, int threads) const {
-  if (in_place_ || threads <= 0 || writes_through_mpi_io(comm_) || output_map_disabled()) {
+std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, const WriterPolicy& policy) const {
+  if (in_place_ || policy.threads <= 0 || writes_through_mpi_io(comm_)) {
     std::unique_ptr<FileWriter> writer;
     comm_.run_phase([&] { writer = open_writer(); });
     return writer;
@@ -306,13 +306,14 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, int th
     if (::fstat(fd_, &st) != 0)
       throw OutputError(target_ + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));
     const std::int64_t size = std::max<std::int64_t>(bytes, st.st_size);
-    if (reserve_file_space(fd_, size, target_, temporary_)) reserved = std::to_string(size);
+    if (reserve_file_space(fd_, size, target_, temporary_, policy.tmpfs_fallocate)) reserved = std::to_string(size);
   });
   comm_.broadcast(reserved, 0);
   const std::int64_t map_bytes = std::strtoll(reserved.c_str(), nullptr, 10);
   std::unique_ptr<FileWriter> writer;
   comm_.run_phase([&] {
-    writer = open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_, map_bytes, threads);
+    writer = open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_, map_bytes, policy.threads,
+                                   policy.map_any_file);
   });
   return writer;
 }

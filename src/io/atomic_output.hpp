@@ -18,6 +18,7 @@
 
 #include "comm/communicator.hpp"
 #include "io/file_access.hpp"
+#include "io/mapped_writer.hpp"
 
 namespace blockmm::io {
 
@@ -75,13 +76,13 @@ class AtomicOutput {
   // Collective: a writer of the temporary file (rank 0: through its descriptor; other ranks: the
   // name, refusing links and any file but the one rank 0 created).
   std::unique_ptr<FileWriter> open_writer() const;
-  // Collective: the same, for a file of (at least) `bytes` bytes written by `threads` copying
-  // threads per rank. Rank 0 first reserves the file's storage (fallocate: a full disk or a
+  // Collective: the same, for a file of (at least) `bytes` bytes written by policy.threads
+  // copying threads per rank. Rank 0 first reserves the file's storage (fallocate: a full disk or a
   // file-size limit is an OutputError here, exit 4, before any compute), then each rank maps
   // the file and copies into the map (mapped_writer.hpp). Where the file system cannot reserve,
-  // the target is written in place (a character device), ranks use MPI-IO or `threads` is 0 (one
-  // pwrite stream: output_writer_threads()), it is open_writer().
-  std::unique_ptr<FileWriter> open_writer(std::int64_t bytes, int threads) const;
+  // the target is written in place (a character device), ranks use MPI-IO or policy.threads is 0
+  // (one pwrite stream), it is open_writer().
+  std::unique_ptr<FileWriter> open_writer(std::int64_t bytes, const WriterPolicy& policy) const;
 
   // Collective, after every rank has closed its writer: rank 0 checks the temporary name still
   // holds the file written, gives it the existing target's permissions (or those a new file gets

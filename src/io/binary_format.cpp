@@ -236,7 +236,7 @@ OutputRecords read_output_file(const std::string& path) { return read_whole<std:
 
 template <typename Value>
 void write_binary_file(const std::string& path, const RecordBuffer<Value>& records) {
-  const comm::Communicator single(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator single{comm::CommunicatorOptions{}};
   AtomicOutput output(path, single);
   {
     auto writer = output.open_writer();

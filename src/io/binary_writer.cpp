@@ -18,14 +18,14 @@
 namespace blockmm::io {
 
 std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
-                                                        int write_threads);
+                                                        const WriterPolicy& policy);
 
 namespace {
 
 class BinaryProductWriter final : public ProductWriter {
  public:
-  BinaryProductWriter(const std::string& target, const comm::Communicator& comm, int write_threads)
-      : comm_(comm), output_(target, comm), write_threads_(write_threads) {}
+  BinaryProductWriter(const std::string& target, const comm::Communicator& comm, const WriterPolicy& policy)
+      : comm_(comm), output_(target, comm), policy_(policy) {}
 
   // Collective: the file's size is known from here on, so its storage is reserved here. `shape`
   // is the file's; with labels, the pattern's and the records' indices are mapped back.
@@ -39,7 +39,7 @@ class BinaryProductWriter final : public ProductWriter {
                           " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");
       output_.check_not_replaced();  // fail before the numeric phase, not after it
     });
-    file_ = output_.open_writer(kHeaderBytes + total_tiles * stride_, write_threads_);
+    file_ = output_.open_writer(kHeaderBytes + total_tiles * stride_, policy_);
     comm_.run_phase([&] {
       if (!comm_.is_root()) return;
       const std::int32_t header[3] = {shape.n, shape.m, static_cast<std::int32_t>(total_tiles)};
@@ -68,7 +68,7 @@ class BinaryProductWriter final : public ProductWriter {
  private:
   const comm::Communicator& comm_;
   AtomicOutput output_;
-  int write_threads_ = 0;  // 0: pwrite
+  WriterPolicy policy_;
   std::unique_ptr<FileWriter> file_;
   std::int64_t stride_ = 0;
   std::int64_t first_tile_ = 0;
@@ -128,11 +128,15 @@ std::string output_name_warning(const std::string& target, OutputFormat chosen) 
 }
 
 std::unique_ptr<ProductWriter> make_product_writer(OutputFormat format, const std::string& target,
-                                                   const comm::Communicator& comm, int write_threads) {
-  // HDF5 into the map was slower than one pwrite stream on the H200 node, also on tmpfs (1.4-2.0
-  // against 2.35 GB/s: its records pass through a staging copy first), so only when asked for.
-  if (format == OutputFormat::hdf5) return make_hdf5_product_writer(target, comm, write_threads_forced() ? write_threads : 0);
-  return std::make_unique<BinaryProductWriter>(target, comm, write_threads);
+                                                   const comm::Communicator& comm, const WriterPolicy& policy) {
+  // HDF5 into the map was slower than one pwrite stream, also on tmpfs (its records pass through
+  // a staging copy first; bench/NOTES.md item 10), so only when asked for.
+  if (format == OutputFormat::hdf5) {
+    WriterPolicy hdf5 = policy;
+    if (!policy.map_any_file) hdf5.threads = 0;
+    return make_hdf5_product_writer(target, comm, hdf5);
+  }
+  return std::make_unique<BinaryProductWriter>(target, comm, policy);
 }
 
 }  // namespace blockmm::io

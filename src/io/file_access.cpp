@@ -74,7 +74,7 @@ class PosixWriter final : public FileWriter {
 
 class MpiReader final : public FileReader {
  public:
-  MpiReader(const std::string& path) : path_(path) {
+  MpiReader(const std::string& path, std::int64_t piece_bytes) : path_(path), piece_bytes_(piece_bytes) {
     BLOCKMM_MPI_CHECK_AS(MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &file_),
                          ExitCode::bad_input, path + ": cannot open with MPI-IO");
   }
@@ -82,7 +82,7 @@ class MpiReader final : public FileReader {
   void read_at(std::int64_t offset, void* destination, std::int64_t bytes) override {
     auto* out = static_cast<char*>(destination);
     for (std::int64_t done = 0; done < bytes;) {
-      const int count = static_cast<int>(std::min(comm::mpi_piece_bytes(), bytes - done));
+      const int count = static_cast<int>(std::min(piece_bytes_, bytes - done));
       MPI_Status status;
       BLOCKMM_MPI_CHECK_AS(MPI_File_read_at(file_, offset + done, out + done, count, MPI_BYTE, &status),
                            ExitCode::bad_input, path_ + ": read failed at byte " + std::to_string(offset + done));
@@ -97,12 +97,14 @@ class MpiReader final : public FileReader {
 
  private:
   std::string path_;
+  std::int64_t piece_bytes_;
   MPI_File file_ = MPI_FILE_NULL;
 };
 
 class MpiWriter final : public FileWriter {
  public:
-  MpiWriter(const std::string& path, const std::string& shown) : shown_(shown) {
+  MpiWriter(const std::string& path, const std::string& shown, std::int64_t piece_bytes)
+      : shown_(shown), piece_bytes_(piece_bytes) {
     BLOCKMM_MPI_CHECK_AS(MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file_),
                          ExitCode::output_failure, shown + ": cannot open the temporary file " + path + " with MPI-IO");
     struct stat st {};
@@ -118,7 +120,7 @@ class MpiWriter final : public FileWriter {
     if (!refused_.empty()) throw OutputError(refused_);
     const auto* in = static_cast<const char*>(source);
     for (std::int64_t done = 0; done < bytes;) {
-      const int count = static_cast<int>(std::min(comm::mpi_piece_bytes(), bytes - done));
+      const int count = static_cast<int>(std::min(piece_bytes_, bytes - done));
       MPI_Status status;
       BLOCKMM_MPI_CHECK_AS(MPI_File_write_at(file_, offset + done, in + done, count, MPI_BYTE, &status),
                            ExitCode::output_failure, shown_ + ": write failed at byte " + std::to_string(offset + done));
@@ -137,6 +139,7 @@ class MpiWriter final : public FileWriter {
 
  private:
   std::string shown_;
+  std::int64_t piece_bytes_;
   MPI_File file_ = MPI_FILE_NULL;
   bool device_ = false;
   std::string refused_;
@@ -146,37 +149,22 @@ class MpiWriter final : public FileWriter {
 
 namespace {
 
-// MPI-IO where ranks span nodes (it knows the parallel file system's consistency rules);
-// plain POSIX where every rank shares one node's file system view, which keeps the
-// multi-threaded reads and the early write-back.
-// BLOCKMM_IO=mpi|posix|pwrite overrides the choice (tests use it to cover MPI-IO on one node);
-// pwrite is POSIX without the shared map of the output (mapped_writer.hpp): today's writes
-// before it, for comparisons.
 bool use_mpi_io(const comm::Communicator& comm) {
-  if (!comm.uses_mpi() || comm.size() == 1) return false;
-  const char* forced = std::getenv("BLOCKMM_IO");
-  if (forced != nullptr && std::strcmp(forced, "mpi") == 0) return true;
-  if (forced != nullptr && (std::strcmp(forced, "posix") == 0 || std::strcmp(forced, "pwrite") == 0)) return false;
-  return comm.node_size() < comm.size();
+  return comm.uses_mpi() && comm.file_access() == comm::FileAccess::mpi_io;
 }
 
 }  // namespace
 
 bool writes_through_mpi_io(const comm::Communicator& comm) { return use_mpi_io(comm); }
 
-bool output_map_disabled() {
-  const char* forced = std::getenv("BLOCKMM_IO");
-  return forced != nullptr && std::strcmp(forced, "pwrite") == 0;
-}
-
 std::unique_ptr<FileReader> open_reader(const std::string& path, const comm::Communicator& comm) {
-  if (use_mpi_io(comm)) return std::make_unique<MpiReader>(path);
+  if (use_mpi_io(comm)) return std::make_unique<MpiReader>(path, comm.piece_bytes());
   return std::make_unique<PosixReader>(path);
 }
 
 std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::string& shown_name,
                                         const comm::Communicator& comm) {
-  if (use_mpi_io(comm)) return std::make_unique<MpiWriter>(path, shown_name);
+  if (use_mpi_io(comm)) return std::make_unique<MpiWriter>(path, shown_name, comm.piece_bytes());
   return std::make_unique<PosixWriter>(path, shown_name);
 }
 
@@ -188,12 +176,13 @@ std::string replaced_text(const std::string& path, const std::string& shown) {
 }
 
 // Takes `fd`: a mapped writer when `map_bytes` were reserved and the file maps, else pwrite.
-std::unique_ptr<FileWriter> posix_or_mapped_writer(int fd, const std::string& shown, std::int64_t map_bytes, int threads) {
+std::unique_ptr<FileWriter> posix_or_mapped_writer(int fd, const std::string& shown, std::int64_t map_bytes, int threads,
+                                                   bool map_any_file) {
   auto plain = std::make_unique<PosixWriter>(fd, shown);  // owns fd until a mapped writer does
   // By default only on tmpfs: on the 16-core H200 node (bench/NOTES.md, item 10) the map with
   // 4-16 threads wrote 2 GB into tmpfs at 2.7-2.9 GB/s against one pwrite stream's 2.3, but to
   // the local disk at 1.3 GB/s against pwrite's 1.9.
-  if (map_bytes <= 0 || !(write_threads_forced() || on_tmpfs(fd))) return plain;
+  if (map_bytes <= 0 || !(map_any_file || on_tmpfs(fd))) return plain;
   std::unique_ptr<FileWriter> mapped = make_mapped_writer(fd, map_bytes, threads, shown);
   if (mapped == nullptr) return plain;
   plain->release();
@@ -214,21 +203,22 @@ bool names_file(const std::string& path, std::uint64_t inode) {
 
 std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
                                                   const comm::Communicator& comm, int held, std::uint64_t device,
-                                                  std::uint64_t inode, std::int64_t map_bytes, int threads) {
+                                                  std::uint64_t inode, std::int64_t map_bytes, int threads,
+                                                  bool map_any_file) {
   if (use_mpi_io(comm)) {
     // MPI-IO opens by name on every node and cannot refuse links: check the name before and
     // after. (A swap in between is still caught by the commit's check on rank 0.) The open is
     // collective, so every rank opens whatever it found; a rank that found another file never
     // writes, and its error reaches the others at the phase's end.
     const bool before = names_file(path, inode);
-    auto writer = std::make_unique<MpiWriter>(path, shown_name);
+    auto writer = std::make_unique<MpiWriter>(path, shown_name, comm.piece_bytes());
     if (!before || !names_file(path, inode)) writer->refuse(replaced_text(path, shown_name));
     return writer;
   }
   if (held >= 0) {
     const int fd = ::fcntl(held, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) throw OutputError(shown_name + ": cannot duplicate the descriptor of " + path + ": " + std::strerror(errno));
-    return posix_or_mapped_writer(fd, shown_name, map_bytes, threads);
+    return posix_or_mapped_writer(fd, shown_name, map_bytes, threads, map_any_file);
   }
   // O_NONBLOCK: a FIFO put in its place must not block the open. O_RDWR: a shared map needs it.
   const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -244,7 +234,7 @@ std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const
       not_the_temporary(path, shown_name);
     closes_on_error.release();
   }
-  return posix_or_mapped_writer(fd, shown_name, map_bytes, threads);
+  return posix_or_mapped_writer(fd, shown_name, map_bytes, threads, map_any_file);
 }
 
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path) {

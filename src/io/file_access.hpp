@@ -39,14 +39,14 @@ std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::stri
 // `map_bytes` > 0: the first map_bytes of the file are reserved (mapped_writer.hpp), and on POSIX
 // paths the writer copies into a shared map of them with `threads` threads (plain pwrite where
 // mmap fails); MPI-IO and map_bytes <= 0 write as before.
+// `map_any_file`: the map on any file system, not only tmpfs (WriterPolicy::map_any_file).
 std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
                                                   const comm::Communicator& comm, int held, std::uint64_t device,
-                                                  std::uint64_t inode, std::int64_t map_bytes = 0, int threads = 1);
+                                                  std::uint64_t inode, std::int64_t map_bytes = 0, int threads = 1,
+                                                  bool map_any_file = false);
 
-// Whether writers of this run's files use MPI-IO (ranks on several nodes, or BLOCKMM_IO=mpi).
+// Whether writers of this run's files use MPI-IO (comm::Communicator::file_access).
 bool writes_through_mpi_io(const comm::Communicator& comm);
-// BLOCKMM_IO=pwrite: outputs are written by pwrite(2), not through a shared map (for comparisons).
-bool output_map_disabled();
 
 // read(2) / pwrite(2) loops that survive EINTR and short transfers.
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path);

@@ -20,7 +20,7 @@
 namespace blockmm::io {
 
 std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
-                                                        int write_threads);
+                                                        const WriterPolicy& policy);
 
 namespace {
 
@@ -28,8 +28,8 @@ namespace {
 
 class Hdf5ProductWriter final : public ProductWriter {
  public:
-  Hdf5ProductWriter(const std::string& target, const comm::Communicator& comm, int write_threads)
-      : comm_(comm), output_(target, comm), write_threads_(write_threads) {}
+  Hdf5ProductWriter(const std::string& target, const comm::Communicator& comm, const WriterPolicy& policy)
+      : comm_(comm), output_(target, comm), policy_(policy) {}
 
   void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& pattern) override {
     // Collectives first, then checks inside run_phase: a rank that throws must not leave the
@@ -62,7 +62,7 @@ class Hdf5ProductWriter final : public ProductWriter {
     const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
     const std::int64_t end = std::max({layout.indptr + 8 * (std::int64_t{header_.block_rows()} + 1),
                                        layout.indices + 4 * header_.nnzb, layout.data + value_bytes * header_.nnzb});
-    file_ = output_.open_writer(end, write_threads_);
+    file_ = output_.open_writer(end, policy_);
     comm_.run_phase([&] {
       content_ = std::make_unique<BsrContentWriter>(*file_, header_, layout);
       row_begin_ = pattern.row_begin;
@@ -197,7 +197,7 @@ class Hdf5ProductWriter final : public ProductWriter {
 
   const comm::Communicator& comm_;
   AtomicOutput output_;
-  int write_threads_ = 0;  // 0: pwrite
+  WriterPolicy policy_;
   std::unique_ptr<FileWriter> file_;
   std::unique_ptr<BsrContentWriter> content_;
   BsrHeader header_;
@@ -213,8 +213,8 @@ class Hdf5ProductWriter final : public ProductWriter {
 }  // namespace
 
 std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
-                                                        int write_threads) {
-  return std::make_unique<Hdf5ProductWriter>(target, comm, write_threads);
+                                                        const WriterPolicy& policy) {
+  return std::make_unique<Hdf5ProductWriter>(target, comm, policy);
 }
 
 }  // namespace blockmm::io

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -215,13 +216,14 @@ LibraryGuard::~LibraryGuard() {
   delete saved_;
 }
 
-unsigned LibraryGuard::metadata_timeout_seconds() {
-  if (const char* text = std::getenv("BLOCKMM_LIBRARY_TIMEOUT")) {
-    char* end = nullptr;
-    const unsigned long seconds = std::strtoul(text, &end, 10);
-    if (end != text && *end == '\0' && seconds > 0 && seconds < 86400) return static_cast<unsigned>(seconds);
-  }
-  return 60;
+namespace {
+std::atomic<unsigned> g_metadata_timeout{60};
+}  // namespace
+
+unsigned LibraryGuard::metadata_timeout_seconds() { return g_metadata_timeout.load(std::memory_order_relaxed); }
+
+void LibraryGuard::set_metadata_timeout_seconds(unsigned seconds) {
+  if (seconds > 0) g_metadata_timeout.store(seconds, std::memory_order_relaxed);
 }
 
 }  // namespace blockmm::io

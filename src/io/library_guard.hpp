@@ -35,9 +35,10 @@ class LibraryGuard {
   LibraryGuard(const LibraryGuard&) = delete;
   LibraryGuard& operator=(const LibraryGuard&) = delete;
 
-  // Seconds a single small metadata read may take before it counts as a hang:
-  // BLOCKMM_LIBRARY_TIMEOUT (seconds, > 0) or 60.
+  // Seconds a single small metadata read may take before it counts as a hang (60 until a
+  // program sets its own, from its settings, before it reads any file).
   static unsigned metadata_timeout_seconds();
+  static void set_metadata_timeout_seconds(unsigned seconds);
 
  private:
   struct Saved;

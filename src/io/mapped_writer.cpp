@@ -218,19 +218,18 @@ class MappedWriter final : public FileWriter {
 
 }  // namespace
 
-int output_writer_threads(int rank_threads) {
-  const char* text = std::getenv("BLOCKMM_WRITE_THREADS");
-  if (text != nullptr && *text != '\0') {
-    char* end = nullptr;
-    errno = 0;
-    const long value = std::strtol(text, &end, 10);
-    if (errno != 0 || *end != '\0' || value < 1 || value > kMaxWriteThreads)
-      throw UsageError("BLOCKMM_WRITE_THREADS='" + escape_control_characters(text) + "' is not a thread count from 1 to " +
-                       std::to_string(kMaxWriteThreads));
-    return static_cast<int>(value);
+WriterPolicy writer_policy(int requested_threads, bool pwrite_only, bool tmpfs_fallocate, int rank_threads) {
+  WriterPolicy policy;
+  policy.tmpfs_fallocate = tmpfs_fallocate;
+  if (pwrite_only) return policy;
+  if (requested_threads > 0) {
+    policy.threads = std::min(requested_threads, kMaxWriteThreads);
+    policy.map_any_file = true;
+    return policy;
   }
   const int threads = std::clamp(rank_threads, 1, kDefaultWriteThreads);
-  return threads >= kMinDefaultMapThreads ? threads : 0;
+  policy.threads = threads >= kMinDefaultMapThreads ? threads : 0;
+  return policy;
 }
 
 bool populate_reports_errors() {
@@ -268,11 +267,11 @@ bool reserve_on_tmpfs(int fd, std::int64_t bytes, const struct statfs& fs, const
 
 }  // namespace
 
-bool reserve_file_space(int fd, std::int64_t bytes, const std::string& shown, const std::string& temporary) {
+bool reserve_file_space(int fd, std::int64_t bytes, const std::string& shown, const std::string& temporary,
+                        bool tmpfs_fallocate) {
   if (bytes <= 0) return true;
   struct statfs fs {};
-  if (::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC && populate_reports_errors() &&
-      std::getenv("BLOCKMM_TMPFS_FALLOCATE") == nullptr)
+  if (::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC && populate_reports_errors() && !tmpfs_fallocate)
     return reserve_on_tmpfs(fd, bytes, fs, shown, temporary);
   for (;;) {
     // fallocate(2), not posix_fallocate(3): where the file system cannot reserve, glibc would
@@ -287,11 +286,6 @@ bool reserve_file_space(int fd, std::int64_t bytes, const std::string& shown, co
 bool on_tmpfs(int fd) {
   struct statfs fs {};
   return ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
-}
-
-bool write_threads_forced() {
-  const char* text = std::getenv("BLOCKMM_WRITE_THREADS");
-  return text != nullptr && *text != '\0';
 }
 
 std::unique_ptr<FileWriter> make_mapped_writer(int fd, std::int64_t size, int threads, const std::string& shown) {

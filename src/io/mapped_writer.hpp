@@ -15,20 +15,28 @@
 
 namespace blockmm::io {
 
-// Copying threads for a rank's output, 0 meaning one pwrite stream (no map). BLOCKMM_WRITE_THREADS
-// when set (1 to kMaxWriteThreads, else a UsageError): that many, mapped. Otherwise
-// min(rank_threads, 8) when that is at least kMinDefaultMapThreads, else 0: on the 2-core
-// development VM one pwrite stream wrote 1.6 GB into tmpfs at 2.3 GB/s (median of 5) and the map
-// at 1.5-1.6 with 1, 2 or 4 threads (a fresh page is cleared when first touched through a map,
-// never by pwrite); on the 16-core H200 node, 2 GB into tmpfs: pwrite 2.3 GB/s, the map 2.7-2.9
-// with 4-16 threads (the 5.3 was not reached), and to the local disk 1.9 against 1.3, so
-// by default the map serves binary output into tmpfs only (make_mapped_writer, make_product_writer).
+// Copying threads a rank may use by default, and the fewest for which the map pays by default:
+// below that one pwrite stream is as fast into tmpfs (a fresh page is cleared when first touched
+// through a map, never by pwrite), and on a local disk pwrite beat the map (bench/NOTES.md item 10).
 constexpr int kMaxWriteThreads = 64;
 constexpr int kMinDefaultMapThreads = 4;
-int output_writer_threads(int rank_threads);
-// Whether BLOCKMM_WRITE_THREADS asks for the map: then it is used on any file system and for
-// HDF5 too; by default only binary output into tmpfs is mapped (where it was measured faster).
-bool write_threads_forced();
+
+// How a rank writes its output: the copying threads (0: one pwrite stream), and where the map
+// serves. Chosen once, by writer_policy(), and handed to the writers.
+struct WriterPolicy {
+  int threads = 0;
+  // Threads asked for by name: the map serves any file system and HDF5 too; by default only
+  // binary output into tmpfs is mapped (where it was measured faster).
+  bool map_any_file = false;
+  // tmpfs storage reserved by fallocate as on other file systems (for comparisons).
+  bool tmpfs_fallocate = false;
+};
+
+// `requested_threads`: 0 to choose (min(rank_threads, 8) when that is at least
+// kMinDefaultMapThreads, else one pwrite stream), or 1 to kMaxWriteThreads, mapped on any file.
+// `pwrite_only`: never the map.
+WriterPolicy writer_policy(int requested_threads, bool pwrite_only, bool tmpfs_fallocate, int rank_threads);
+
 bool on_tmpfs(int fd);
 
 // Reserves bytes [0, bytes) of the regular file `fd` (Linux fallocate, mode 0: the size grows to
@@ -36,9 +44,10 @@ bool on_tmpfs(int fd);
 // reserve (EOPNOTSUPP, ENOSYS: the caller then writes through pwrite); other failures (ENOSPC,
 // EFBIG, EIO, ...) are OutputErrors naming `shown`. On tmpfs, where the kernel reports population
 // errors (populate_reports_errors()), the size is set and the free space checked instead, and the
-// copying threads allocate the pages (mapped_writer.cpp says why); BLOCKMM_TMPFS_FALLOCATE=1
-// forces fallocate there too (for comparisons).
-bool reserve_file_space(int fd, std::int64_t bytes, const std::string& shown, const std::string& temporary);
+// copying threads allocate the pages (mapped_writer.cpp says why); `tmpfs_fallocate` forces
+// fallocate there too (for comparisons).
+bool reserve_file_space(int fd, std::int64_t bytes, const std::string& shown, const std::string& temporary,
+                        bool tmpfs_fallocate = false);
 // Whether madvise(MADV_POPULATE_WRITE) exists here (Linux 5.14): a page the file system cannot
 // back is then an error code for the copying thread, never a SIGBUS.
 bool populate_reports_errors();

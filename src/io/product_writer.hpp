@@ -13,6 +13,7 @@
 #include "comm/communicator.hpp"
 #include "core/block_matrix.hpp"
 #include "core/record_sink.hpp"
+#include "io/mapped_writer.hpp"
 
 namespace blockmm::io {
 
@@ -58,9 +59,8 @@ class FileIndexPieces {
 };
 
 // Collective: creates the temporary file beside `target`. Each rank copies its output into the
-// file with `write_threads` threads (output_writer_threads(), mapped_writer.hpp) where it can;
-// 0: one pwrite stream.
+// file as `policy` says (mapped_writer.hpp; the default: one pwrite stream).
 std::unique_ptr<ProductWriter> make_product_writer(OutputFormat format, const std::string& target,
-                                                   const comm::Communicator& comm, int write_threads = 0);
+                                                   const comm::Communicator& comm, const WriterPolicy& policy = {});
 
 }  // namespace blockmm::io

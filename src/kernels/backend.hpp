@@ -30,8 +30,6 @@ struct NumericOptions {
   // Upper bound on the bytes of output records a backend holds at once (host or device);
   // the tile list is processed in chunks of at most this size.
   std::int64_t chunk_bytes = std::int64_t{256} << 20;
-  // Device memory a GPU backend may use; 0 picks a safe fraction of the free memory.
-  std::int64_t device_memory_budget = 0;
   // Called after each chunk is handed to the sink, with the tiles done so far.
   std::function<void(std::int64_t tiles_done)> progress;
   // When set, backends may add each finished tile (or row of tiles) to it from inside their
@@ -71,12 +69,28 @@ class ProductPattern {
   OutputLayout layout_;
 };
 
+// What a backend can do, read by the distribution (multiply/) alone.
+struct BackendTraits {
+  // numeric() honours NumericOptions::next_tiles (rows shared with neighbouring ranks).
+  bool computes_handed_out_tiles = false;
+  // Its right operands are host memory that the ranks of a node may read from one shared copy.
+  bool right_operand_shareable = false;
+  // It computes on a device of its own (a GPU): several of them in one process are a team.
+  bool device = false;
+};
+
+struct BackendCounters {
+  std::int64_t bytes_built = 0;       // record bytes it built operands from (uploaded, for a GPU)
+  std::int64_t bytes_from_peers = 0;  // operand bytes copied in from another backend
+};
+
 // One run's kernels. A backend builds its own operands where it computes (host memory or a
 // GPU), so that the records are the only contract with partition and io.
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual BackendTraits traits() const = 0;
   // Builds an operand from `records` (every record's block-row in [spec.row_begin,
   // spec.row_end)): CSR (and CSC for the right operand), all-zero blocks dropped, masks.
   // Throws InputError with spec.duplicate_message's text on a duplicate block.
@@ -85,14 +99,10 @@ class Backend {
   virtual std::int64_t block_products(const Operand& a, const Operand& b) = 0;
   // Exact: a tile is in the pattern iff it has a non-zero value.
   virtual std::unique_ptr<ProductPattern> symbolic(const Operand& a, const Operand& b) = 0;
-  // Computes the pattern's tiles and hands them to `sink` in order, in chunks.
+  // Computes the pattern's tiles and hands them to `sink` in order, in chunks, from the calling
+  // thread.
   virtual NumericReport numeric(const Operand& a, const Operand& b, const ProductPattern& pattern, RecordSink& sink,
                                 const NumericOptions& options) = 0;
-  // Whether numeric() honours NumericOptions::next_tiles.
-  virtual bool computes_handed_out_tiles() const { return false; }
-  // Whether its right operands are host memory that the ranks of a node may read from one
-  // shared copy (driver/shared_right_operand.hpp): the host backends.
-  virtual bool right_operand_shareable() const { return false; }
 
   // Whole inputs on every rank. Where building all of A and all of B costs a few hundredths of
   // a second (the cuda backend reads, uploads and sorts them on its device), the ranks of one
@@ -105,11 +115,34 @@ class Backend {
     return false;
   }
   // Block products of each block-row of the left operand `a` (one entry a row it holds).
-  // Only where builds_whole_inputs() says yes, or on host operands.
-  virtual std::vector<std::int64_t> row_products(const Operand& a, const Operand& b);
-  // The block-rows [row_begin, row_end) of the left operand `a`, which is consumed, as an
-  // operand of their own. Only where builds_whole_inputs() says yes, or on host operands.
-  virtual std::unique_ptr<Operand> slice_rows(std::unique_ptr<Operand> a, std::int32_t row_begin, std::int32_t row_end);
+  virtual std::vector<std::int64_t> row_products(const Operand& a, const Operand& b) = 0;
+  // The block-rows [row_begin, row_end) of the left operand `a`, as an operand of their own.
+  virtual std::unique_ptr<Operand> slice_rows(const Operand& a, std::int32_t row_begin, std::int32_t row_end) = 0;
+
+  // Teams: several backends of one kind in one process (one a GPU), which the distribution
+  // splits a rank's work over. An operand that another backend of the same kind built, held here
+  // as a copy of its own (between GPUs: a peer copy, over NVLink where there is one).
+  virtual std::unique_ptr<Operand> copy_operand(const Operand& source) = 0;
+  // Bytes that an operand built from `records` takes where this backend holds it (at its build's
+  // peak), and the bytes it may still hold beside what it holds now (0: no bound it knows of).
+  virtual std::int64_t operand_bytes(const RecordSource& records, const OperandSpec& spec) const = 0;
+  virtual std::int64_t memory_room() const { return 0; }
+  // Device memory a numeric phase needs at least beside its operands and pattern (its smallest
+  // chunks), for a plan that splits B to make room; 0 where memory is not bounded.
+  virtual std::int64_t numeric_bytes_at_least(std::int32_t m) const {
+    (void)m;
+    return 0;
+  }
+
+  // Right operands that the ranks of a node share (traits().right_operand_shareable): the bytes
+  // a packed copy of `b` takes, the packing, and an operand over a packed copy that `storage`
+  // keeps alive.
+  virtual std::int64_t packed_bytes(const Operand& b) const;
+  virtual void pack(const Operand& b, std::byte* to) const;
+  virtual std::unique_ptr<Operand> unpack(const std::byte* packed, std::int64_t bytes, std::shared_ptr<const void> storage);
+
+  // What it moved: for a team's report.
+  virtual BackendCounters counters() const { return {}; }
 
   // Seconds of the backend's own steps inside the phases (e.g. the upload within the build),
   // for --stats=json; empty where a backend has nothing finer to say.
@@ -135,36 +168,25 @@ struct CudaChoices {
   std::int64_t symbolic_batch_bytes = 0;  // scratch of one symbolic batch; 0: a quarter of the room
 };
 
-struct BackendConfig {
-  int threads = 0;  // OpenMP threads for the cpu backend; 0 keeps the runtime's default
-  // The reference backend builds whole inputs on every rank of one node, as the cuda backend
-  // does (Backend::builds_whole_inputs): that path under MPI on machines without a GPU.
-  bool reference_whole_inputs = false;
-  int device = -1;  // CUDA device ordinal; -1: chosen by the backend
-  int device_sharers = 1;  // ranks sharing that device (they split its memory)
-  // Device memory the backend may use for operands and scratch; 0: a share of the free memory.
-  std::int64_t device_memory_budget = 0;
-  CudaChoices cuda;
-  // This rank's work as the driver estimates it from the headers (zeros: unknown): the cuda
-  // backend starts loading cuBLAS at once when its dense path looks likely, beside the build.
-  struct WorkEstimate {
-    std::int64_t n = 0;
-    std::int32_t m = 0;
-    std::int32_t rows = 0;
-    std::int64_t block_products = 0;
-    std::int64_t input_blocks = 0;  // A's and B's records this rank builds from
-  } estimate;
+// A rank's work as estimated from the headers before any operand exists (zeros: unknown).
+struct WorkEstimate {
+  std::int64_t n = 0;
+  std::int32_t m = 0;
+  std::int32_t rows = 0;
+  std::int64_t block_products = 0;
+  std::int64_t input_blocks = 0;  // A's and B's records the rank builds from
 };
 
-// Throws ResourceError when the kind cannot run here (cuda without a build or a device).
-std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendConfig& config);
+struct ReferenceConfig {
+  // Under MPI on one node, every rank builds both inputs whole and keeps its rows
+  // (multiply/whole_inputs.hpp), the path the cuda backend takes, here testable without a GPU.
+  bool whole_inputs = false;
+};
+std::unique_ptr<Backend> make_reference_backend(const ReferenceConfig& config = {});
 
-// Whether this build contains the CUDA backend and at least one device is visible. Cheap: it
-// never creates a CUDA context when no device node exists.
-bool cuda_device_available();
-
-// Whether a GPU can be here at all, without asking CUDA (which loads its driver, ~0.1 s):
-// CUDA_VISIBLE_DEVICES does not hide every device and the driver's device nodes exist.
-bool cuda_device_may_exist();
+struct CpuConfig {
+  int threads = 0;  // OpenMP threads; 0 keeps the runtime's default
+};
+std::unique_ptr<Backend> make_cpu_backend(const CpuConfig& config = {});
 
 }  // namespace blockmm::kernels

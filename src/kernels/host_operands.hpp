@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "kernels/backend.hpp"
 #include "operands/host_build.hpp"
+#include "operands/packed_rows.hpp"
 
 namespace blockmm::kernels {
 
@@ -73,8 +74,8 @@ inline const TilePattern& host_pattern(const ProductPattern& pattern) {
 // on the host CSR; its subclasses supply the two phases over host operands.
 class HostBackend : public Backend {
  public:
-  bool right_operand_shareable() const override { return true; }
   std::unique_ptr<Operand> build(RecordSource& records, const OperandSpec& spec) override {
+    counters_.bytes_built += records.size() * records.stride();
     return build_host_operand(records, spec);
   }
   std::int64_t block_products(const Operand& a, const Operand& b) override {
@@ -90,14 +91,31 @@ class HostBackend : public Backend {
   std::vector<std::int64_t> row_products(const Operand& a, const Operand& b) override {
     return operands::count_row_products(host_matrix(a), host_rows(b));
   }
-  std::unique_ptr<Operand> slice_rows(std::unique_ptr<Operand> a, std::int32_t row_begin, std::int32_t row_end) override {
-    return std::make_unique<HostOperand>(operands::slice_rows(host_matrix(*a), row_begin, row_end));
+  std::unique_ptr<Operand> slice_rows(const Operand& a, std::int32_t row_begin, std::int32_t row_end) override {
+    return std::make_unique<HostOperand>(operands::slice_rows(host_matrix(a), row_begin, row_end));
   }
+  std::unique_ptr<Operand> copy_operand(const Operand& source) override {
+    BlockMatrix copy = operands::copy_rows(host_rows(source));
+    counters_.bytes_from_peers += operands::matrix_bytes(copy);
+    return std::make_unique<HostOperand>(std::move(copy));
+  }
+  std::int64_t operand_bytes(const RecordSource& records, const OperandSpec& spec) const override {
+    return operands::build_bytes(records.shape(), records.size(), spec.row_end - spec.row_begin);
+  }
+  std::int64_t packed_bytes(const Operand& b) const override { return operands::packed_bytes(host_rows(b)); }
+  void pack(const Operand& b, std::byte* to) const override { operands::pack_rows(host_rows(b), to); }
+  std::unique_ptr<Operand> unpack(const std::byte* packed, std::int64_t bytes, std::shared_ptr<const void> storage) override {
+    return std::make_unique<HostOperand>(operands::packed_rows_view(packed, bytes), std::move(storage));
+  }
+  BackendCounters counters() const override { return counters_; }
 
  protected:
   virtual TilePattern symbolic(const Operands& operands) = 0;
   virtual NumericReport numeric(const Operands& operands, const TilePattern& pattern, RecordSink& sink,
                                 const NumericOptions& options) = 0;
+
+ private:
+  BackendCounters counters_;
 };
 
 }  // namespace blockmm::kernels

@@ -289,4 +289,28 @@ BlockMatrix slice_rows(const BlockMatrix& a, std::int32_t row_begin, std::int32_
   return slice;
 }
 
+BlockMatrix copy_rows(const BlockRowsView& rows) {
+  BlockMatrix copy;
+  copy.shape = rows.shape;
+  copy.row_begin = rows.row_begin;
+  copy.row_end = rows.row_end;
+  const std::int64_t blocks = rows.blocks();
+  copy.row_ptr.assign(rows.row_ptr, rows.row_ptr + rows.rows_held() + 1);
+  copy.col.assign(rows.col, rows.col + blocks);
+  copy.values.assign(rows.values, rows.values + blocks * rows.shape.block_values());
+  copy.masks.assign(rows.masks, rows.masks + blocks * mask_words(rows.shape.m));
+  return copy;
+}
+
+std::int64_t matrix_bytes(const BlockMatrix& matrix) {
+  return static_cast<std::int64_t>(matrix.row_ptr.size() * 8 + matrix.col.size() * 4 + matrix.values.size() * 2 +
+                                   matrix.masks.size() * 8 + matrix.col_ptr.size() * 8 + matrix.csc_row.size() * 4 +
+                                   matrix.csc_block.size() * 4);
+}
+
+std::int64_t build_bytes(MatrixShape shape, std::int64_t records, std::int64_t rows) {
+  const std::int64_t per_block = 2 * shape.block_values() + 8 + 4 + 4 + 4 + 8 * mask_words(shape.m);
+  return records * (record_bytes<std::uint16_t>(shape.m) + per_block) + (rows + shape.block_rows() + 2) * 8;
+}
+
 }  // namespace blockmm::operands

@@ -37,4 +37,12 @@ std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockRo
 // Block-rows [row_begin, row_end) of a left operand (no CSC) as a matrix of their own.
 BlockMatrix slice_rows(const BlockMatrix& a, std::int32_t row_begin, std::int32_t row_end);
 
+// A matrix of its own holding `rows` (CSR, values and masks; no CSC, which the host kernels never read).
+BlockMatrix copy_rows(const BlockRowsView& rows);
+
+// Bytes a matrix holds, and a bound on what building one from `records` records over `rows`
+// block-rows holds at its peak (the records, then the matrix beside them).
+std::int64_t matrix_bytes(const BlockMatrix& matrix);
+std::int64_t build_bytes(MatrixShape shape, std::int64_t records, std::int64_t rows);
+
 }  // namespace blockmm::operands

@@ -81,14 +81,6 @@ void relabel_records(const std::vector<std::int32_t>& labels, InputRecords& reco
 
 }  // namespace
 
-RelabelMode relabel_mode_from_environment() {
-  const char* v = std::getenv("BLOCKMM_RELABEL");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return RelabelMode::automatic;
-  if (std::strcmp(v, "on") == 0) return RelabelMode::on;
-  if (std::strcmp(v, "off") == 0) return RelabelMode::off;
-  throw UsageError(std::string("BLOCKMM_RELABEL='") + v + "': expected auto, on or off");
-}
-
 bool should_relabel(RelabelMode mode, std::int64_t p, std::int64_t a_records, std::int64_t b_records) {
   if (a_records == 0 || b_records == 0) return false;  // the empty product builds nothing
   if (mode != RelabelMode::automatic) return mode == RelabelMode::on;

@@ -23,11 +23,9 @@ constexpr std::int64_t kRelabelMinRows = std::int64_t{1} << 16;
 // arrays (about 44 bytes a block-row) then cost more than the records themselves.
 constexpr std::int64_t kRelabelRowsPerRecord = 4;
 
+// `on` and `off` force the choice, so that tests can run the relabelled pipeline on small inputs
+// and compare it with the plain one (settings: BLOCKMM_RELABEL).
 enum class RelabelMode { automatic, on, off };
-
-// BLOCKMM_RELABEL = auto (default), on or off: a developer variable, so that tests can run the
-// relabelled pipeline on small inputs and compare it with the plain one. Other values: UsageError.
-RelabelMode relabel_mode_from_environment();
 
 // Whether a run of p block-rows with these record counts relabels.
 bool should_relabel(RelabelMode mode, std::int64_t p, std::int64_t a_records, std::int64_t b_records);

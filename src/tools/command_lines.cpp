@@ -20,12 +20,14 @@
 #include "core/thread_limit.hpp"
 #include "io/atomic_output.hpp"
 #include "io/binary_format.hpp"
+#include "io/library_guard.hpp"
 #include "io/product_writer.hpp"
 #include "tools/compare.hpp"
 #include "tools/convert.hpp"
 #include "tools/file_summary.hpp"
 #include "tools/generator.hpp"
 #include "tools/mapped_file.hpp"
+#include "settings/settings.hpp"
 
 #ifndef BLOCKMM_VERSION
 #define BLOCKMM_VERSION "unknown"
@@ -40,6 +42,9 @@ namespace {
 struct ExitPolicy {
   int trouble = 0;  // 0: by the kind of failure
 };
+
+// The tool's settings, read by run_tool before the command runs.
+settings::Settings g_settings;
 
 // Parses argv with `app` (--help and --version exit 0, parse errors exit 2), then runs `body`
 // and returns its exit code, reporting any failure as one line on stderr.
@@ -60,6 +65,8 @@ int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::
     return policy.trouble != 0 ? policy.trouble : static_cast<int>(ExitCode::usage);
   }
   try {
+    g_settings = settings::Settings::read(settings::process_environment());
+    io::LibraryGuard::set_metadata_timeout_seconds(g_settings.library_timeout);
     return body();
   } catch (const Error& e) {
     return fail(e.what(), e.code());
@@ -136,7 +143,7 @@ int gen_command(int argc, char** argv) {
       throw UsageError("--m " + std::to_string(spec.m) + " exceeds the largest block order blockmm supports, " +
                                 std::to_string(kMaxSupportedBlockOrder) + " (a block of m*m uint16 values stays below 4 GiB)");
     check_thread_count(threads, "--threads");
-    if (threads == 0) check_omp_num_threads_environment();
+    if (threads == 0) check_omp_num_threads(g_settings.omp_num_threads);
     if (threads > 0) omp_set_num_threads(threads);
 
     const auto start = std::chrono::steady_clock::now();
@@ -173,7 +180,7 @@ int cmp_command(int argc, char** argv) {
   ExitPolicy policy;
   policy.trouble = 2;
   return run_tool("blockmm-cmp", app, argc, argv, [&] {
-    check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
+    check_omp_num_threads(g_settings.omp_num_threads);  // libgomp dies without a word on absurd counts
     const std::unique_ptr<MappedFile> expected = MappedFile::open(expected_path);
     const std::unique_ptr<MappedFile> actual = MappedFile::open(actual_path);
     const BinaryFileInfo& e = expected->info();
@@ -216,7 +223,7 @@ int info_command(int argc, char** argv) {
   app.footer("Exit codes: 0 success, 2 usage, 3 unreadable or malformed file.");
 
   return run_tool("blockmm-info", app, argc, argv, [&] {
-    check_omp_num_threads_environment();  // libgomp dies without a word on absurd counts
+    check_omp_num_threads(g_settings.omp_num_threads);  // libgomp dies without a word on absurd counts
     const std::unique_ptr<MappedFile> file = MappedFile::open(path);
     const FileSummary summary = summarize_file(*file);
     const std::string text = json ? summary_json(summary) + "\n" : summary_text(summary);

@@ -163,7 +163,7 @@ void write_binary(const Source& source, const std::string& target) {
   if (h.nnzb > std::numeric_limits<std::int32_t>::max())
     throw OutputError(target + ": " + std::to_string(h.nnzb) +
                       " blocks are more than the binary format's int32 k can hold");
-  const comm::Communicator single(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator single{comm::CommunicatorOptions{}};
   io::AtomicOutput output(target, single);
   auto file = output.open_writer();
   const std::int32_t header[3] = {h.n, h.m, static_cast<std::int32_t>(h.nnzb)};
@@ -176,7 +176,7 @@ void write_binary(const Source& source, const std::string& target) {
 }
 
 void write_hdf5(const Source& source, const std::string& target) {
-  const comm::Communicator single(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator single{comm::CommunicatorOptions{}};
   io::AtomicOutput output(target, single);
   const io::BsrLayout layout = io::create_bsr_file(output.path_for_library(), target, source.header);
   auto file = output.open_writer();

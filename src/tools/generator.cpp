@@ -202,7 +202,7 @@ GenResult generate(const GenSpec& spec, const std::string& path) {
   const Pattern pattern = make_pattern(spec, seed_key);
   const RecordFiller filler(spec, pattern, seed_key);
 
-  const comm::Communicator single(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator single{comm::CommunicatorOptions{}};
   io::AtomicOutput output(path, single);
   GenResult result;
   result.zero_blocks = zero_block_count(spec);

@@ -136,7 +136,7 @@ bool has_duplicate(const InputRecords& records) {
 }
 
 void run_one(const std::uint8_t* data, std::size_t size) {
-  static const comm::Communicator single(comm::MpiMode::off, nullptr, nullptr);
+  static const comm::Communicator single{comm::CommunicatorOptions{}};
   const ScratchFile scratch;
   const std::string& path = scratch.path();
   write_file(path, data, size);

@@ -20,7 +20,7 @@ namespace {
 
 TEST(InputFile, ReadKeysGivesEachRecordsRowAndColumn) {
   std::mt19937_64 rng(4);
-  const comm::Communicator comm(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator comm{comm::CommunicatorOptions{}};
   // m = 128: 32 KiB records, 640 of them: two pieces of 16 MiB.
   for (const std::int32_t m : {1, 3, 128}) {
     testing::RandomSpec spec;
@@ -50,7 +50,7 @@ TEST(InputFile, ReadKeysGivesEachRecordsRowAndColumn) {
 // order reports it: the first one.
 TEST(InputFile, ReadKeysReportsTheFirstBadRecordWhateverTheThreads) {
   std::mt19937_64 rng(5);
-  const comm::Communicator comm(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator comm{comm::CommunicatorOptions{}};
   testing::RandomSpec spec;
   spec.m = 1;
   spec.n = 2000;

@@ -40,7 +40,11 @@ extern "C" int MPI_Isend(const void* buffer, int count, MPI_Datatype type, int d
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   const bool single = scenario == "nodes-single";
-  blockmm::comm::Communicator comm(single ? blockmm::comm::MpiMode::off : blockmm::comm::MpiMode::on, &argc, &argv);
+  const blockmm::settings::Lookup environment = blockmm::settings::process_environment();
+  blockmm::comm::CommunicatorOptions options = blockmm::comm::communicator_options(
+      blockmm::settings::Settings::read(environment), blockmm::comm::launcher_placement(environment));
+  options.mode = single ? blockmm::comm::MpiMode::off : blockmm::comm::MpiMode::on;
+  blockmm::comm::Communicator comm(options, &argc, &argv);
   const int ranks = comm.size();
   const int rank = comm.rank();
   try {

@@ -77,7 +77,11 @@ InputRecords rows_of(const InputRecords& all, const std::vector<char>& wanted) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  blockmm::comm::Communicator comm(blockmm::comm::MpiMode::on, &argc, &argv);
+  const blockmm::settings::Lookup environment = blockmm::settings::process_environment();
+  blockmm::comm::CommunicatorOptions options = blockmm::comm::communicator_options(
+      blockmm::settings::Settings::read(environment), blockmm::comm::launcher_placement(environment));
+  options.mode = blockmm::comm::MpiMode::on;
+  blockmm::comm::Communicator comm(options, &argc, &argv);
   const int rank = comm.rank();
   const bool share_only = argc == 4 && std::strcmp(argv[3], "share-only") == 0;
   if (argc != 3 && !share_only) {

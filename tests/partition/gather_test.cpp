@@ -33,7 +33,7 @@ std::vector<std::int64_t> row_counts(const InputRecords& all) {
 
 TEST(GatherRows, WantedRowsOnceEachInRowThenColumnOrder) {
   std::mt19937_64 rng(2026);
-  const comm::Communicator comm(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator comm{comm::CommunicatorOptions{}};
   // m = 1 (10-byte records: many bins and pieces), m = 4, m = 40 (3 KiB: one record a run).
   for (const std::int32_t m : {1, 4, 40}) {
     testing::RandomSpec spec;
@@ -82,7 +82,7 @@ TEST(GatherRows, WantedRowsOnceEachInRowThenColumnOrder) {
 
 TEST(GatherRows, CountsThatDisagreeWithTheFileThrow) {
   std::mt19937_64 rng(7);
-  const comm::Communicator comm(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator comm{comm::CommunicatorOptions{}};
   testing::RandomSpec spec;
   spec.n = 400;
   spec.m = 2;
@@ -100,7 +100,7 @@ TEST(GatherRows, CountsThatDisagreeWithTheFileThrow) {
 }
 
 TEST(GatherRows, DuplicatesOfOwnedRowsOnlyTheLargestFirstAndRowsKept) {
-  const comm::Communicator comm(comm::MpiMode::off, nullptr, nullptr);
+  const comm::Communicator comm{comm::CommunicatorOptions{}};
   // p = 8: row 1 holds (1, 2) twice, row 5 holds (5, 0) and (5, 6) twice each, row 6 holds
   // (6, 1) twice (not among the owned rows below).
   const std::vector<std::int32_t> keys = {1, 2, 5, 0, 6, 1, 1, 2, 5, 6, 5, 0, 6, 1, 5, 6, 0, 0, 2, 3};

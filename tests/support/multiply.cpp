@@ -26,16 +26,29 @@ class MemorySink final : public RecordSink {
 
 }  // namespace
 
+std::unique_ptr<kernels::Backend> make_test_backend(kernels::BackendKind kind, std::int64_t device_budget,
+                                                    const kernels::CudaChoices& cuda) {
+  switch (kind) {
+    case kernels::BackendKind::reference: return kernels::make_reference_backend();
+    case kernels::BackendKind::cpu: return kernels::make_cpu_backend();
+    case kernels::BackendKind::cuda: break;
+  }
+  // One CUDA start for the test process, as blockmm has one a process.
+  static kernels::CudaStart start(true);
+  kernels::CudaConfig config;
+  config.device = 0;
+  config.memory_budget = device_budget;
+  config.choices = cuda;
+  return start.make_backend(config);
+}
+
 ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::BackendKind kind, std::int64_t chunk_bytes,
                     std::int64_t device_budget, const kernels::CudaChoices& cuda) {
   const std::int32_t p = a.shape.block_rows();
   auto dup = [](std::int32_t i, std::int32_t j) {
     return "duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")";
   };
-  kernels::BackendConfig config;
-  config.cuda = cuda;
-  config.device_memory_budget = device_budget;
-  auto backend = kernels::make_backend(kind, config);
+  auto backend = make_test_backend(kind, device_budget, cuda);
   MemoryRecordSource a_source(a);
   MemoryRecordSource b_source(b);
   const auto am = backend->build(a_source, {0, p, OperandRole::left, dup});
@@ -48,7 +61,6 @@ ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::Backe
   MemorySink sink(run.output, run.writer_threads);
   kernels::NumericOptions options;
   options.chunk_bytes = chunk_bytes;
-  options.device_memory_budget = device_budget;
   const kernels::NumericReport report = backend->numeric(*am, *bm, *pattern, sink, options);
   run.chunks = report.chunks;
   run.device = report.device;

@@ -1,12 +1,14 @@
 // In-process single-rank product through the real partition and kernel code, for unit tests.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "core/block_matrix.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/cuda_start.hpp"
 
 namespace blockmm::testing {
 
@@ -24,6 +26,10 @@ struct ProductRun {
 ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::BackendKind kind,
                     std::int64_t chunk_bytes = std::int64_t{256} << 20, std::int64_t device_budget = 0,
                     const kernels::CudaChoices& cuda = {});
+
+// A backend of `kind` as blockmm makes it (cuda: on device 0, through one CudaStart a process).
+std::unique_ptr<kernels::Backend> make_test_backend(kernels::BackendKind kind, std::int64_t device_budget = 0,
+                                                    const kernels::CudaChoices& cuda = {});
 
 // True if records are sorted by (i, j) with no repeats.
 bool sorted_unique(const OutputRecords& records);

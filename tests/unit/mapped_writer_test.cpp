@@ -222,27 +222,22 @@ TEST(MappedWriter, AnUnmappableFileGivesNoWriter) {
   ::close(fd);
 }
 
-TEST(MappedWriter, ThreadCountFollowsTheEnvironmentWithinLimits) {
-  {
-    EnvVar unset("BLOCKMM_WRITE_THREADS", nullptr);
-    // Below kMinDefaultMapThreads one pwrite stream (0) is faster than the map.
-    EXPECT_EQ(output_writer_threads(1), 0);
-    EXPECT_EQ(output_writer_threads(kMinDefaultMapThreads - 1), 0);
-    EXPECT_EQ(output_writer_threads(kMinDefaultMapThreads), kMinDefaultMapThreads);
-    EXPECT_EQ(output_writer_threads(64), 8);
-    EXPECT_EQ(output_writer_threads(0), 0);
-  }
-  {
-    EnvVar set("BLOCKMM_WRITE_THREADS", "5");
-    EXPECT_EQ(output_writer_threads(1), 5);
-    EnvVar one("BLOCKMM_WRITE_THREADS", "1");  // asked for: one thread, mapped
-    EXPECT_EQ(output_writer_threads(16), 1);
-  }
-  for (const char* bad : {"0", "65", "-2", "2x", "many", "99999999999999999999"}) {
-    SCOPED_TRACE(bad);
-    EnvVar set("BLOCKMM_WRITE_THREADS", bad);
-    EXPECT_THROW(output_writer_threads(4), UsageError);
-  }
+TEST(MappedWriter, PolicyFollowsTheRequestWithinLimits) {
+  // Below kMinDefaultMapThreads one pwrite stream (0 threads) is faster than the map.
+  EXPECT_EQ(writer_policy(0, false, false, 1).threads, 0);
+  EXPECT_EQ(writer_policy(0, false, false, kMinDefaultMapThreads - 1).threads, 0);
+  EXPECT_EQ(writer_policy(0, false, false, kMinDefaultMapThreads).threads, kMinDefaultMapThreads);
+  EXPECT_EQ(writer_policy(0, false, false, 64).threads, 8);
+  EXPECT_EQ(writer_policy(0, false, false, 0).threads, 0);
+  EXPECT_FALSE(writer_policy(0, false, false, 64).map_any_file);
+  // Asked for by name: that many, mapped on any file system.
+  EXPECT_EQ(writer_policy(5, false, false, 1).threads, 5);
+  EXPECT_TRUE(writer_policy(5, false, false, 1).map_any_file);
+  EXPECT_EQ(writer_policy(1, false, false, 16).threads, 1);
+  // pwrite only: never the map, whatever was asked.
+  EXPECT_EQ(writer_policy(5, true, false, 16).threads, 0);
+  EXPECT_EQ(writer_policy(0, true, false, 16).threads, 0);
+  EXPECT_TRUE(writer_policy(0, false, true, 1).tmpfs_fallocate);
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ InputRecords random_records(std::int32_t n, std::int32_t m, int count, std::mt19
 // One rank: the labels are the sorted distinct indices of both files; the relabelled operands
 // have n = d m and the files' records in the files' order, each mapping back to its own block.
 TEST(Relabel, LabelsAreTheSortedIndicesAndMapBack) {
-  comm::Communicator comm(comm::MpiMode::off, nullptr, nullptr);
+  comm::Communicator comm{comm::CommunicatorOptions{}};
   std::mt19937_64 rng(1700);
   const std::string dir = ::testing::TempDir();
   for (const std::int32_t m : {1, 3}) {

@@ -14,7 +14,12 @@ class CpuBackend final : public HostBackend {
     if (threads > 0) omp_set_num_threads(threads);
   }
   std::string name() const override { return "cpu"; }
-  bool computes_handed_out_tiles() const override { return true; }
+  BackendTraits traits() const override {
+    BackendTraits traits;
+    traits.computes_handed_out_tiles = true;
+    traits.right_operand_shareable = true;
+    return traits;
+  }
 
  protected:
   TilePattern symbolic(const Operands& operands) override { return cpu_symbolic(operands); }
@@ -29,6 +34,6 @@ class CpuBackend final : public HostBackend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(const CpuConfig& config) { return std::make_unique<CpuBackend>(config.threads); }
 
 }  // namespace blockmm::kernels

@@ -10,8 +10,6 @@
 
 namespace blockmm::kernels {
 
-std::unique_ptr<Backend> make_cpu_backend(int threads);
-
 // The numeric phase's two chunk buffers, kept by the backend from one numeric call to the next
 // and released with it. Faulting in and unmapping a call's own buffers cost each call about
 // 0.3 ms on 16 cores (two 2 MiB buffers on 4 KiB pages; the unmap alone 0.27 ms, while the

@@ -1,21 +1,19 @@
-// Stand-in for builds without CUDA (BLOCKMM_ENABLE_CUDA=OFF).
+// CUDA's start in builds without CUDA (BLOCKMM_ENABLE_CUDA=OFF): it finds no GPU.
 #include "core/error.hpp"
-#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda_start.hpp"
 
 namespace blockmm::kernels {
 
-int cuda_device_count() { return 0; }
+struct CudaStart::State {};
 
-std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& /*config*/) {
+CudaStart::CudaStart(bool /*gpu_may_exist*/) {}
+CudaStart::~CudaStart() = default;
+int CudaStart::device_count() { return 0; }
+std::string CudaStart::device_uuid(int /*device*/) { return ""; }
+void CudaStart::start_devices(const std::vector<int>& /*devices*/, std::int64_t /*input_bytes*/, int /*threads*/) {}
+void CudaStart::preload_dense_library(const WorkEstimate& /*estimate*/, const CudaChoices& /*choices*/) {}
+std::unique_ptr<Backend> CudaStart::make_backend(const CudaConfig& /*config*/) {
   throw ResourceError("the cuda backend is not in this build (configure with a CUDA compiler and BLOCKMM_ENABLE_CUDA=ON)");
 }
-
-std::string cuda_device_uuid(int /*device*/) { return ""; }
-
-void warm_up_cuda(int /*device*/, std::int64_t /*input_bytes*/, int /*threads*/) {}
-
-void release_cuda_warm_up() {}
-
-void preload_dense_library(const BackendConfig::WorkEstimate& /*estimate*/, const CudaChoices& /*choices*/) {}
 
 }  // namespace blockmm::kernels

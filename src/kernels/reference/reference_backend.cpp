@@ -1,4 +1,4 @@
-#include "kernels/reference/reference_backend.hpp"
+#include "kernels/backend.hpp"
 
 #include <map>
 #include <utility>
@@ -50,6 +50,11 @@ class ReferenceBackend final : public HostBackend {
  public:
   explicit ReferenceBackend(bool whole_inputs) : whole_inputs_(whole_inputs) {}
   std::string name() const override { return "reference"; }
+  BackendTraits traits() const override {
+    BackendTraits traits;
+    traits.right_operand_shareable = true;
+    return traits;
+  }
   bool builds_whole_inputs(const RecordSource&, const RecordSource&) const override { return whole_inputs_; }
 
  protected:
@@ -104,8 +109,8 @@ class ReferenceBackend final : public HostBackend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_reference_backend(bool whole_inputs) {
-  return std::make_unique<ReferenceBackend>(whole_inputs);
+std::unique_ptr<Backend> make_reference_backend(const ReferenceConfig& config) {
+  return std::make_unique<ReferenceBackend>(config.whole_inputs);
 }
 
 }  // namespace blockmm::kernels

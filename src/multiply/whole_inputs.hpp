@@ -2,8 +2,8 @@
 // hundredths of a second (the cuda backend: a parallel read into pinned slots, uploaded as it
 // goes, sorted on the device), the ranks of one node each build both from the files (they share
 // the page cache), balance the output block-rows by the exact block products of each row, and
-// keep their own rows of A: no record crosses between ranks and nothing is sorted on the host.
-// The host distribution (partition::distribute) costs 0.75-0.8 s of D4's two-GPU run instead.
+// keep their own rows of A: no record crosses between ranks and nothing is sorted on the host,
+// where the host distribution (partition::distribute) would cost tenths of a second (bench/NOTES.md).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "io/input_file.hpp"
 #include "kernels/backend.hpp"
 
-namespace blockmm::driver {
+namespace blockmm::multiply {
 
 struct WholeInputs {
   std::vector<std::int32_t> bounds;     // ranks + 1: rank r owns block-rows [bounds[r], bounds[r+1])
@@ -34,4 +34,4 @@ bool builds_whole_inputs(const kernels::Backend& backend, io::InputFile& a_file,
 WholeInputs build_whole_inputs(kernels::Backend& backend, io::InputFile& a_file, io::InputFile& b_file,
                                const comm::Communicator& comm);
 
-}  // namespace blockmm::driver
+}  // namespace blockmm::multiply

@@ -1,4 +1,4 @@
-#include "driver/whole_inputs.hpp"
+#include "multiply/whole_inputs.hpp"
 
 #include <map>
 #include <string>
@@ -7,7 +7,7 @@
 #include "partition/distribute.hpp"
 #include "partition/work.hpp"
 
-namespace blockmm::driver {
+namespace blockmm::multiply {
 namespace {
 
 double read_upload_seconds(const kernels::Backend& backend) {
@@ -47,7 +47,7 @@ WholeInputs build_whole_inputs(kernels::Backend& backend, io::InputFile& a_file,
     std::unique_ptr<kernels::Operand> a = backend.build(a_records, {0, p, OperandRole::left, partition::duplicate_message(a_file)});
     whole.read_upload_seconds = read_upload_seconds(backend) - read_before;
     whole.bounds = partition::balanced_ranges(backend.row_products(*a, *whole.b), comm.size());
-    whole.a = backend.slice_rows(std::move(a), whole.bounds[comm.rank()], whole.bounds[comm.rank() + 1]);
+    whole.a = backend.slice_rows(*a, whole.bounds[comm.rank()], whole.bounds[comm.rank() + 1]);
   });
   const std::string mine = bounds_bytes(whole.bounds);
   std::string root = mine;
@@ -57,4 +57,4 @@ WholeInputs build_whole_inputs(kernels::Backend& backend, io::InputFile& a_file,
   return whole;
 }
 
-}  // namespace blockmm::driver
+}  // namespace blockmm::multiply

@@ -1,4 +1,4 @@
-#include "driver/shared_rows.hpp"
+#include "multiply/shared_rows.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 
 #include "core/error.hpp"
 
-namespace blockmm::driver {
+namespace blockmm::multiply {
 namespace {
 
 // A neighbour's tiles go to the writer numbered from this panel's first tile.
@@ -35,25 +35,17 @@ void add_report(kernels::NumericReport& total, const kernels::NumericReport& par
   if (total.device.empty()) total.device = part.device;
 }
 
-// BLOCKMM_SHARE_ROWS as set ("" when unset).
-std::string share_rows_setting() {
-  const char* v = std::getenv("BLOCKMM_SHARE_ROWS");
-  return v != nullptr ? v : "";
-}
-
 }  // namespace
 
-partition::RowSharing row_sharing(int ranks, std::int32_t m, int threads_per_rank) {
+partition::RowSharing row_sharing(RowSharingMode mode, int ranks, std::int32_t m, int threads_per_rank) {
   constexpr double kFraction = 0.125;  // of a panel's work at each end (see the header)
-  if (ranks < 2 || m < 4 || share_rows_setting() == "0") return {};
-  // Asked for by name (=1, or =give as the tests do): shared whatever the work.
-  if (!share_rows_setting().empty()) return {kFraction, 0};
+  if (ranks < 2 || m < 4 || mode == RowSharingMode::off) return {};
+  // Asked for by name: shared whatever the work.
+  if (mode != RowSharingMode::automatic) return {kFraction, 0};
   const std::int64_t macs_per_product = std::int64_t{m} * m * m;
   const std::int64_t min_macs = (std::int64_t{1} << 28) * std::max(1, threads_per_rank);
   return {kFraction, (min_macs + macs_per_product - 1) / macs_per_product};
 }
-
-bool give_shared_rows_first() { return share_rows_setting() == "give"; }
 
 SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Operand& a, const kernels::Operand& b,
                                    const kernels::ProductPattern& pattern, SharedNumericPlan& plan, RecordSink& sink,
@@ -119,4 +111,4 @@ SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Ope
   return result;
 }
 
-}  // namespace blockmm::driver
+}  // namespace blockmm::multiply

@@ -11,24 +11,21 @@
 #include "comm/communicator.hpp"
 #include "core/record_sink.hpp"
 #include "kernels/backend.hpp"
+#include "multiply/multiply.hpp"
 #include "partition/row_sharing.hpp"
 
-namespace blockmm::driver {
+namespace blockmm::multiply {
 
 // How much of each panel's work is shared at either end, and from how much work on: about an
-// eighth, which absorbs ranks up to about 1.25x apart in speed; its cost is the neighbours'
+// eighth, which absorbs ranks up to about 1.25x apart in speed. Its cost is the neighbours'
 // regions built and their symbolic phase run twice, which repays only where block products are
-// the work: m >= 4 (bench/NOTES.md item 14), and collectives, node-shared counters and three
-// numeric calls, which repay only where a rank computes long enough for an imbalance to cost
-// more: from 2^28 multiply-adds a thread, about 25 ms at 10 GMAC/s a core (item 18: on 2 x 8
-// cores sharing cost S1 and S2 0.2-0.3 ms, 12 %, and gave C4 and C8 nothing measurable).
-// No sharing for one rank, m < 4, or BLOCKMM_SHARE_ROWS=0; any other value of it (1, give)
-// shares whatever the work.
-partition::RowSharing row_sharing(int ranks, std::int32_t m, int threads_per_rank);
-
-// BLOCKMM_SHARE_ROWS=give: each rank claims its neighbours' regions before its own panel, so
-// that a neighbour computes most shared tiles (tests use it to cover that path).
-bool give_shared_rows_first();
+// the work (m >= 4), and collectives, node-shared counters and three numeric calls, which repay
+// only where a rank computes long enough for an imbalance to cost more: from 2^28 multiply-adds
+// a thread (bench/NOTES.md items 14 and 18 measured both). No sharing for one rank, m < 4, or
+// mode off; on and give_first share whatever the work (give_first: each rank claims its
+// neighbours' regions before its own panel, so that tests cover a neighbour computing most
+// shared tiles).
+partition::RowSharing row_sharing(RowSharingMode mode, int ranks, std::int32_t m, int threads_per_rank);
 
 // A neighbour's region that this rank may compute: its operand and pattern here.
 struct NeighbourRegion {
@@ -56,4 +53,4 @@ SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Ope
                                    const kernels::ProductPattern& pattern, SharedNumericPlan& plan, RecordSink& sink,
                                    const kernels::NumericOptions& options, const comm::Communicator& comm);
 
-}  // namespace blockmm::driver
+}  // namespace blockmm::multiply

@@ -1,0 +1,210 @@
+#include "driver/run.hpp"
+
+#include <omp.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "core/error.hpp"
+#include "driver/backend_choice.hpp"
+#include "driver/cores.hpp"
+#include "driver/progress.hpp"
+#include "io/input_file.hpp"
+#include "io/mapped_writer.hpp"
+#include "io/product_writer.hpp"
+#include "multiply/multiply.hpp"
+
+namespace blockmm::driver {
+namespace {
+
+// Starts the OpenMP team now, before the temporary output exists: libgomp ends the process
+// (exit 1, its own message, the temporary file left behind) when it cannot create a thread.
+// Threads of the same stack size are tried first, so that a shortage (a memory or thread limit)
+// is a ResourceError (exit 5) instead; libgomp then keeps its team for the run's regions.
+void start_thread_team(int threads) {
+  if (threads <= 1) return;
+  std::vector<pthread_t> started;
+  int failed = 0;
+  for (int t = 1; t < threads && failed == 0; ++t) {
+    pthread_t thread;
+    failed = ::pthread_create(&thread, nullptr, [](void*) -> void* { return nullptr; }, nullptr);
+    if (failed == 0) started.push_back(thread);
+  }
+  for (pthread_t thread : started) ::pthread_join(thread, nullptr);
+  if (failed != 0)
+    throw ResourceError("cannot start " + std::to_string(threads) + " threads (" + std::strerror(failed) +
+                        "): lower --threads or raise the memory or process limit");
+  int team = 0;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp atomic
+    ++team;
+  }
+  (void)team;
+}
+
+// The product's phases on rank 0's progress display.
+class ProgressObserver final : public multiply::Observer {
+ public:
+  explicit ProgressObserver(Progress& progress) : progress_(progress) {}
+  void phase_started(multiply::Phase phase) override {
+    switch (phase) {
+      case multiply::Phase::read: progress_.phase("reading inputs"); break;
+      case multiply::Phase::exchange: progress_.phase("partitioning"); break;
+      case multiply::Phase::build: progress_.phase("building operands"); break;
+      case multiply::Phase::setup: progress_.phase("starting the backend"); break;
+      case multiply::Phase::symbolic: progress_.phase("symbolic"); break;
+      case multiply::Phase::numeric: break;  // counting() names it
+      case multiply::Phase::commit: progress_.phase("committing output"); break;
+    }
+  }
+  void counting(std::int64_t tiles, double macs_per_tile) override {
+    progress_.counted_phase("multiplying", tiles, macs_per_tile);
+  }
+  std::atomic<std::int64_t>* tile_counter() override { return &progress_.counter(); }
+  void tiles_done(std::int64_t done) override { progress_.at_least(done); }
+
+ private:
+  Progress& progress_;
+};
+
+multiply::Options multiply_options(const Options& options, int threads, KeptUntilExit* kept_until_exit) {
+  multiply::Options m;
+  m.chunk_bytes = options.chunk_bytes;
+  m.threads = threads;
+  const settings::Settings& s = options.settings;
+  m.relabel = s.relabel == settings::Switch::on    ? partition::RelabelMode::on
+              : s.relabel == settings::Switch::off ? partition::RelabelMode::off
+                                                   : partition::RelabelMode::automatic;
+  m.share_rows = s.share_rows == settings::ShareRows::off    ? multiply::RowSharingMode::off
+                 : s.share_rows == settings::ShareRows::on   ? multiply::RowSharingMode::on
+                 : s.share_rows == settings::ShareRows::give ? multiply::RowSharingMode::give_first
+                                                             : multiply::RowSharingMode::automatic;
+  m.share_b = s.share_b;
+  m.b_panels = s.b_panels;
+  m.kept_until_exit = kept_until_exit;
+  return m;
+}
+
+// Per-rank phase times, gathered for --stats (collective).
+void gather_phase_times(const PhaseTimes& mine, const comm::Communicator& comm, RunStats& stats) {
+  double PhaseTimes::*const phases[] = {&PhaseTimes::read,    &PhaseTimes::exchange,        &PhaseTimes::build,
+                                        &PhaseTimes::setup,   &PhaseTimes::symbolic,        &PhaseTimes::numeric,
+                                        &PhaseTimes::numeric_compute, &PhaseTimes::write,   &PhaseTimes::commit,
+                                        &PhaseTimes::total};
+  stats.per_rank.resize(static_cast<std::size_t>(comm.size()));
+  for (double PhaseTimes::*phase : phases) {
+    const std::vector<double> per_rank = comm.gather_all(mine.*phase);
+    for (int r = 0; r < comm.size(); ++r) {
+      stats.per_rank[r].*phase = per_rank[r];
+      stats.slowest.*phase = std::max(stats.slowest.*phase, per_rank[r]);
+    }
+  }
+}
+
+std::string setting_named(const std::vector<std::string>& settings, const std::string& name) {
+  for (const std::string& setting : settings)
+    if (setting.rfind(name + "=", 0) == 0) return setting;
+  return "";
+}
+
+}  // namespace
+
+RunStats run_product(const Options& options, const comm::Communicator& comm, kernels::CudaStart& cuda,
+                     const std::vector<std::string>& start_settings, const settings::Lookup& environment,
+                     KeptUntilExit* kept_until_exit) {
+  const Stopwatch total_clock;
+  RunStats stats;
+  stats.started_utc = utc_now_iso8601();
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) stats.host = host;
+  stats.output_path = options.out_path;
+  stats.ranks = comm.size();
+  stats.nodes = comm.nodes();
+  stats.nodes_simulated = comm.simulated_nodes();
+  stats.start_settings = start_settings;
+  stats.settings = options.settings.given;
+  // Threads and cores (driver/cores.hpp): --threads, OMP_NUM_THREADS, else the rank's share of
+  // its node within the cores it is bound to; only Open MPI's unasked-for binding is widened.
+  const CorePlan cores = choose_cores(options.threads, comm.node_rank(), comm.node_size(), environment);
+  if (!cores.note.empty() && comm.is_root() && !options.quiet) std::cerr << "blockmm: note: " << cores.note << "\n";
+  stats.threads = cores.threads;
+  omp_set_num_threads(stats.threads);
+  comm.run_phase([&] { start_thread_team(stats.threads); });
+  const io::WriterPolicy writer_policy =
+      io::writer_policy(options.settings.write_threads, options.settings.file_io == settings::FileIo::pwrite,
+                        options.settings.tmpfs_fallocate, stats.threads);
+  ProgressConfig progress_config = progress_config_for_stderr(options.progress, options.settings);
+  if (!comm.is_root()) progress_config.style = ProgressStyle::none;  // rank 0 speaks for the run
+  if (comm.size() > 1) progress_config.scope = "rank 0 of " + std::to_string(comm.size());
+  Progress progress(progress_config);
+  ProgressObserver observer(progress);
+
+  // Headers on every rank (cheap); the records are read where the backend builds from them.
+  Stopwatch read_clock;
+  progress.phase("reading inputs");
+  std::unique_ptr<io::InputFile> a_file, b_file;
+  comm.run_phase([&] { a_file = io::open_input(options.a_path, comm); });
+  comm.run_phase([&] {
+    b_file = io::open_input(options.b_path, comm);
+    io::check_same_shape(*a_file, *b_file);
+  });
+  const MatrixShape shape = a_file->header().shape();
+  for (const io::InputFile* file : {a_file.get(), b_file.get()}) {
+    struct stat st {};
+    const std::int64_t bytes = ::stat(file->path().c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
+    stats.inputs.push_back({file->path(), file->format_name(), bytes});
+  }
+
+  // CUDA's contexts start now, beside the reading, on the GPUs this rank drives.
+  const std::int64_t input_bytes =
+      (a_file->header().k + b_file->header().k) * record_bytes<std::uint16_t>(shape.m);
+  const bool gpu_likely = cuda_likely(options, input_bytes);
+  const std::string visibility = setting_named(start_settings, "CUDA_VISIBLE_DEVICES");
+  std::vector<int> gpus;
+  if (gpu_likely) {
+    gpus = rank_gpus(cuda.device_count(), comm, !visibility.empty(), options.gpus);
+    cuda.start_devices(gpus, input_bytes, stats.threads);
+    kernels::WorkEstimate estimate =
+        multiply::estimated_rank_work(shape, a_file->header().k, b_file->header().k, comm.size());
+    if (!gpus.empty()) {
+      estimate.block_products /= static_cast<std::int64_t>(gpus.size());
+      estimate.rows = static_cast<std::int32_t>(estimate.rows / static_cast<std::int32_t>(gpus.size()));
+    }
+    cuda.preload_dense_library(estimate, cuda_choices(options.settings.cuda));
+  }
+
+  // The temporary output exists from here on, so that an unwritable target fails before the work.
+  stats.output_format = options.format == io::OutputFormat::hdf5 ? "hdf5" : "binary";
+  std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(options.format, options.out_path, comm, writer_policy);
+  const double opening = read_clock.seconds();
+
+  // Which ranks share this rank's GPU, asked only where CUDA is being started anyway (the same
+  // decision on every rank: it follows the options and the headers).
+  int gpu_sharers = 0;
+  if (gpu_likely && comm.size() > 1) gpu_sharers = count_gpu_sharers(cuda, gpus.empty() ? -1 : gpus[0], comm);
+
+  multiply::Report& product = stats;
+  product = multiply::multiply(*a_file, *b_file,
+                               team_factory(options, cuda, comm, stats.threads, gpus, gpu_sharers,
+                                            visibility.empty() ? "" : "[" + visibility + "]"),
+                               *writer, comm, multiply_options(options, stats.threads, kept_until_exit), observer);
+  stats.mine.read += opening;
+
+  {
+    const multiply::PhaseScope commit(stats.mine, observer, multiply::Phase::commit);
+    writer->finish();
+  }
+  stats.output_bytes = comm.sum(writer->bytes_written());
+  progress.finish();
+  stats.mine.total = total_clock.seconds();
+  gather_phase_times(stats.mine, comm, stats);
+  return stats;
+}
+
+}  // namespace blockmm::driver

@@ -1,0 +1,30 @@
+// One run of blockmm on every rank: the inputs' headers, the output's temporary file, the
+// threads, the GPUs, the product (multiply/), the commit, and what the run measured. Every
+// phase ends at an agreement point, so that an error on any rank stops every rank with the same
+// code and message and leaves no output behind.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "driver/options.hpp"
+#include "driver/run_stats.hpp"
+#include "kernels/cuda_start.hpp"
+
+namespace blockmm::driver {
+
+// What a finished run still holds (the backends, their operands on the device, the patterns),
+// for a caller that ends the process at once: they are moved here instead of freed, since the
+// kernel releases device memory and the CUDA context at exit anyway (bench/NOTES.md item 23).
+using KeptUntilExit = std::vector<std::shared_ptr<void>>;
+
+// `cuda`: the process's CUDA start (its driver load begun before MPI started); `start_settings`:
+// what main set in the environment before MPI and CUDA started; `environment`: the launcher's
+// variables (the binding it chose).
+RunStats run_product(const Options& options, const comm::Communicator& comm, kernels::CudaStart& cuda,
+                     const std::vector<std::string>& start_settings, const settings::Lookup& environment,
+                     KeptUntilExit* kept_until_exit = nullptr);
+
+}  // namespace blockmm::driver

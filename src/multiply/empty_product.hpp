@@ -1,0 +1,23 @@
+// The product of an operand without records: nothing is built or multiplied, so that memory
+// follows the records, not n (a 12-byte file may claim n = 2^31 - 1). The other operand's
+// records are still read and checked: indices as they are read, duplicates here.
+#pragma once
+
+#include "comm/communicator.hpp"
+#include "io/input_file.hpp"
+#include "io/product_writer.hpp"
+#include "multiply/multiply.hpp"
+
+namespace blockmm::multiply {
+
+// Collective. Fills the report's counts and per-rank lists; `make_team` is asked with an empty
+// estimate, for the backend's name.
+void multiply_empty(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory& make_team,
+                    io::ProductWriter& writer, const comm::Communicator& comm, Observer& observer, Report& report);
+
+// The smallest block (i, j), as i * 2^32 + j, that the records of all ranks hold twice, or -1.
+// Collective. Each key goes to the rank the key picks, which sorts what it receives: memory in
+// proportion to the records, never to n.
+std::int64_t first_duplicate_block(const InputRecords& records, const comm::Communicator& comm);
+
+}  // namespace blockmm::multiply
