@@ -112,7 +112,7 @@ TEST_F(CudaBackend, SymbolicInTinyBatchesMatchesReference) {
   random_cases(120, 4244, 40);
 }
 
-// Heavy rows stop once their tile bitset is full (build_kernels.cuh, heavy_row_bitsets): a row
+// Heavy rows stop once their tile bitset is full (symbolic_kernels.cuh, heavy_row_bitsets): a row
 // that fills only at its last A block, one that fills at once and stays full, a half row, and a
 // row meeting only the last column, for bitsets of whole words (p = 64, 128) and with a partial
 // last word (p = 130, 700); m = 2 with some blocks' masks not full (pairs tested one by one).

@@ -27,6 +27,15 @@ DenseProblem problem(std::int64_t n, std::int32_t m, std::int64_t room) {
   return pr;
 }
 
+// The output tiles by block-row of a problem whose every row holds all its p tiles.
+std::vector<std::int64_t> full_rows(const DenseProblem& pr) {
+  std::vector<std::int64_t> row_ptr(static_cast<std::size_t>(pr.rows) + 1);
+  for (std::size_t r = 0; r < row_ptr.size(); ++r) row_ptr[r] = static_cast<std::int64_t>(r) * (pr.n / pr.m);
+  return row_ptr;
+}
+
+DensePlan plan_full(const DenseProblem& pr, DenseEncoding encoding) { return plan_dense(pr, encoding, full_rows(pr)); }
+
 TEST(DensePlan, PaysAboveTheDenseFractionUnlessForced) {
   DenseProblem pr = problem(4096, 4, std::int64_t{1} << 34);
   const CudaChoices automatic;
@@ -96,11 +105,11 @@ TEST(DensePlan, NarrowValuesTakeFewerProducts) {
 TEST(DensePlan, TilesFitTheRoomAndBStaysResidentWhenItFits) {
   for (const DenseEncoding encoding : {DenseEncoding::int8_narrow, DenseEncoding::int8_split, DenseEncoding::int8_planes,
                                        DenseEncoding::float64}) {
-    const DensePlan roomy = plan_dense(problem(16384, 8, std::int64_t{40} << 30), encoding);
+    const DensePlan roomy = plan_full(problem(16384, 8, std::int64_t{40} << 30), encoding);
     EXPECT_TRUE(roomy.b_resident);
     EXPECT_EQ(roomy.col_tiles, 1);
     EXPECT_EQ(roomy.max_rows_per_tile, static_cast<std::int32_t>(max_tile_rows(encoding) / 8));
-    EXPECT_LE(roomy.workspace_bytes, std::int64_t{40} << 30);
+    EXPECT_LE(roomy.workspace.bytes(), std::int64_t{40} << 30);
     std::mt19937_64 rng(3);
     for (int c = 0; c < 200; ++c) {
       const std::int32_t m = std::uniform_int_distribution<std::int32_t>(1, 16)(rng);
@@ -108,13 +117,18 @@ TEST(DensePlan, TilesFitTheRoomAndBStaysResidentWhenItFits) {
       const std::int64_t room = std::uniform_int_distribution<std::int64_t>(std::int64_t{1} << 20, std::int64_t{1} << 32)(rng);
       const DenseProblem pr = problem(n, m, room);
       try {
-        const DensePlan plan = plan_dense(pr, encoding);
+        const DensePlan plan = plan_full(pr, encoding);
         EXPECT_GE(plan.cols_per_tile, 1);
         EXPECT_GE(plan.max_rows_per_tile, 1);
         EXPECT_EQ(plan.col_tiles, (n / m + plan.cols_per_tile - 1) / plan.cols_per_tile);
         EXPECT_EQ(plan.b_resident, plan.col_tiles == 1);
-        // The tiles, the product and the reserved columns and units fit the room.
-        EXPECT_LE(plan.workspace_bytes + pr.tiles * 20, room) << "n=" << n << " m=" << m << " room=" << room;
+        // The tiles, the product and the reserved columns and units fit the room; the workspace
+        // is the largest chunk's A tile and one B tile.
+        EXPECT_LE(plan.workspace.bytes() + pr.tiles * 20, room) << "n=" << n << " m=" << m << " room=" << room;
+        EXPECT_LE(plan.chunk_rows_max, plan.max_rows_per_tile);
+        const DenseWorkspace expected = dense_workspace(encoding, n, plan.k_pitch, std::int64_t{plan.chunk_rows_max} * m,
+                                                        std::int64_t{plan.cols_per_tile} * m);
+        EXPECT_EQ(plan.workspace.bytes(), expected.bytes());
       } catch (const ResourceError& e) {
         EXPECT_NE(std::string(e.what()).find("--mem-budget"), std::string::npos);
       }
@@ -127,12 +141,44 @@ TEST(DensePlan, TilesFitTheRoomAndBStaysResidentWhenItFits) {
 TEST(DensePlan, ChunksHoldTheChunkSizeWhereTwoFitAQuarterOfTheRoom) {
   DenseProblem pr = problem(16384, 8, std::int64_t{40} << 30);
   pr.chunk_bytes = std::int64_t{256} << 20;
-  EXPECT_EQ(plan_dense(pr, DenseEncoding::int8_split).chunk_tiles, pr.chunk_bytes / pr.record_bytes);
+  EXPECT_EQ(plan_full(pr, DenseEncoding::int8_split).chunk_tiles, pr.chunk_bytes / pr.record_bytes);
   pr.room = std::int64_t{1} << 30;  // a quarter: 256 MiB, so 128 MiB a buffer
-  EXPECT_EQ(plan_dense(pr, DenseEncoding::int8_narrow).chunk_tiles, (std::int64_t{128} << 20) / pr.record_bytes);
+  EXPECT_EQ(plan_full(pr, DenseEncoding::int8_narrow).chunk_tiles, (std::int64_t{128} << 20) / pr.record_bytes);
   pr.room = std::int64_t{40} << 30;
   pr.chunk_bytes = 1;
-  EXPECT_EQ(plan_dense(pr, DenseEncoding::int8_planes).chunk_tiles, 1);
+  EXPECT_EQ(plan_full(pr, DenseEncoding::int8_planes).chunk_tiles, 1);
+}
+
+// What the dense path allocates is the plan's workspace: the largest chunk's A tile (fewer rows
+// than an A tile may hold where the chunks are small) and one B tile, in the encoding's buffers.
+TEST(DensePlan, WorkspaceIsTheLargestChunksTilesInTheEncodingsBuffers) {
+  DenseProblem pr = problem(16384, 8, std::int64_t{40} << 30);
+  pr.chunk_bytes = 5 * 2048 * pr.record_bytes;  // 5 full rows of 2048 tiles a chunk
+  for (const DenseEncoding encoding : {DenseEncoding::int8_narrow, DenseEncoding::int8_split, DenseEncoding::int8_planes,
+                                       DenseEncoding::float64}) {
+    const DensePlan plan = plan_full(pr, encoding);
+    ASSERT_EQ(plan.chunk_rows_max, 5);
+    ASSERT_GT(plan.max_rows_per_tile, 5);
+    ASSERT_EQ(plan.chunk_rows.size(), std::size_t{2048 / 5 + 2});
+    const DenseWorkspace& w = plan.workspace;
+    const std::int64_t rows = 5 * 8, cols = 16384;
+    if (encoding == DenseEncoding::float64) {
+      EXPECT_EQ(w.a_float64, rows * 16384);
+      EXPECT_EQ(w.b_float64, 16384 * cols);
+      EXPECT_EQ(w.c_float64, rows * cols);
+      EXPECT_EQ(w.a_planes + w.b_planes + w.products + w.a_sums + w.b_sums, 0);
+      EXPECT_EQ(w.bytes(), 8 * (rows * 16384 + 16384 * cols + rows * cols));
+    } else {
+      EXPECT_EQ(w.a_float64 + w.b_float64 + w.c_float64, 0);
+      EXPECT_EQ(w.a_planes, planes_of(encoding) * pad_to_planes(rows) * plan.k_pitch);
+      EXPECT_EQ(w.b_planes, planes_of(encoding) * cols * plan.k_pitch);
+      EXPECT_EQ(w.products, products_of(encoding) * pad_to_planes(rows) * cols);
+      const bool sums = encoding == DenseEncoding::int8_planes;
+      EXPECT_EQ(w.a_sums, sums ? 2 * pad_to_planes(rows) : 0);
+      EXPECT_EQ(w.b_sums, sums ? 2 * cols : 0);
+      EXPECT_EQ(w.bytes(), w.a_planes + w.b_planes + 4 * (w.products + w.a_sums + w.b_sums));
+    }
+  }
 }
 
 TEST(DensePlan, ChunkRowsCoverEveryRowOnceWithinTheirLimits) {

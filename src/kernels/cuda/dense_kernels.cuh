@@ -23,7 +23,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/dense_plan.hpp"
-#include "kernels/cuda/tile_kernel.cuh"
+#include "kernels/cuda/sparse_plan.hpp"
 
 namespace blockmm::kernels::cuda {
 

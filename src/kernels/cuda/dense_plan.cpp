@@ -5,13 +5,6 @@
 #include "core/error.hpp"
 
 namespace blockmm::kernels::cuda {
-ResourceError budget_error(std::int64_t room, std::int64_t need) {
-  return ResourceError("the cuda backend needs " + std::to_string((need >> 20) + 1) +
-                       " MiB of device memory beyond this rank's operands, but the budget leaves " +
-                       std::to_string(std::max<std::int64_t>(0, room) >> 20) +
-                       " MiB (raise --mem-budget, or use more ranks)");
-}
-
 bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices) {
   if (problem.n >= kDenseMaxOrder || problem.tiles == 0) return false;
   if (choices.dense == CudaChoices::Dense::always) return true;
@@ -66,7 +59,31 @@ DenseEncoding dense_encoding(std::int64_t n, std::uint32_t largest_value, const 
   return DenseEncoding::int8_planes;
 }
 
-DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding) {
+std::int64_t DenseWorkspace::bytes() const {
+  return 8 * (a_float64 + b_float64 + c_float64) + (a_planes + b_planes) + 4 * (products + a_sums + b_sums);
+}
+
+DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int64_t k_pitch, std::int64_t tile_rows,
+                               std::int64_t tile_cols) {
+  DenseWorkspace w;
+  if (encoding == DenseEncoding::float64) {
+    w.a_float64 = tile_rows * n;
+    w.b_float64 = n * tile_cols;
+    w.c_float64 = tile_rows * tile_cols;
+    return w;
+  }
+  const std::int64_t rows = pad_to_planes(tile_rows), cols = pad_to_planes(tile_cols);
+  w.a_planes = planes_of(encoding) * rows * k_pitch;
+  w.b_planes = planes_of(encoding) * cols * k_pitch;
+  w.products = products_of(encoding) * rows * cols;
+  if (encoding == DenseEncoding::int8_planes) {  // each plane vector's sum, hi and lo
+    w.a_sums = 2 * rows;
+    w.b_sums = 2 * cols;
+  }
+  return w;
+}
+
+DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const std::vector<std::int64_t>& row_ptr) {
   const bool planes = encoding != DenseEncoding::float64;  // int8, in plane vectors
   const bool offset_sums = encoding == DenseEncoding::int8_planes;
   const auto padded = [&](std::int64_t x) { return planes ? pad_to_planes(x) : x; };
@@ -102,11 +119,10 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding) {
   // the room.
   plan.chunk_tiles = std::max<std::int64_t>(
       1, std::min(problem.chunk_bytes / problem.record_bytes, problem.room / 4 / (2 * problem.record_bytes)));
-  const std::int64_t tile_rows_max = rows * m;
-  plan.workspace_bytes = planes ? planes_of(encoding) * (padded(tile_rows_max) + padded(tile_cols_max)) * plan.k_pitch +
-                                      product_bytes * padded(tile_rows_max) * padded(tile_cols_max) +
-                                      (offset_sums ? 8 * (padded(tile_rows_max) + padded(tile_cols_max)) : 0)
-                                : 8 * (tile_rows_max * n + n * tile_cols_max + tile_rows_max * tile_cols_max);
+  plan.chunk_rows = dense_chunk_rows(plan, row_ptr);
+  for (std::size_t c = 0; c + 1 < plan.chunk_rows.size(); ++c)
+    plan.chunk_rows_max = std::max(plan.chunk_rows_max, plan.chunk_rows[c + 1] - plan.chunk_rows[c]);
+  plan.workspace = dense_workspace(encoding, n, plan.k_pitch, std::int64_t{plan.chunk_rows_max} * m, tile_cols_max);
   return plan;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/cuda/budget_error.hpp"
 
 namespace blockmm::kernels::cuda {
 
@@ -67,6 +68,21 @@ bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices);
 // The encoding for order n and the largest value of both operands' blocks.
 DenseEncoding dense_encoding(std::int64_t n, std::uint32_t largest_value, const CudaChoices& choices);
 
+// Device buffers of the dense path for A tiles of `tile_rows` rows and B tiles of `tile_cols`
+// columns (of elements): float64 tiles and their product, or int8 plane vectors (each k_pitch
+// long: the planes of the A tile's padded rows one after the other, likewise B's columns), their
+// int32 products (the byte planes' one GEMM of four quadrants, or one product a plane) and the
+// offset byte planes' sums; the set the encoding does not use is empty. Counts of elements.
+struct DenseWorkspace {
+  std::int64_t a_float64 = 0, b_float64 = 0, c_float64 = 0;  // double
+  std::int64_t a_planes = 0, b_planes = 0;                   // int8
+  std::int64_t products = 0;                                 // int32
+  std::int64_t a_sums = 0, b_sums = 0;                       // int32
+  std::int64_t bytes() const;
+};
+DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int64_t k_pitch, std::int64_t tile_rows,
+                               std::int64_t tile_cols);
+
 struct DensePlan {
   DenseEncoding encoding = DenseEncoding::int8_planes;
   std::int32_t cols_per_tile = 0;      // block-columns of a B tile
@@ -75,15 +91,18 @@ struct DensePlan {
   bool b_resident = false;             // B's whole width in one tile, expanded once
   std::int64_t chunk_tiles = 0;        // output tiles a chunk may hold
   std::int64_t k_pitch = 0;            // a plane vector's length (n, padded for int8)
-  std::int64_t workspace_bytes = 0;    // device bytes of the dense tiles (A, B, product, sums)
+  // Chunks of whole block-rows (dense_chunk_rows): the first panel row of each, then `rows`.
+  std::vector<std::int32_t> chunk_rows;
+  std::int32_t chunk_rows_max = 0;     // block-rows of the largest chunk: the A tile's height
+  // What the path allocates: A tiles as large as the largest chunk (at most max_rows_per_tile
+  // block-rows: fewer where the chunks, not the room, limit the rows; G1's products took 3.2 GB
+  // for chunks that use 0.6 GB) and B tiles of cols_per_tile block-columns.
+  DenseWorkspace workspace;
 };
 
-// The error for a budget whose `room` (beyond the operands) is below the `need` of the smallest
-// workable buffers: names both and what to change.
-ResourceError budget_error(std::int64_t room, std::int64_t need);
-
 // Throws ResourceError naming the budget when the room cannot hold the smallest tiles.
-DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding);
+// `row_ptr`: the panel's output tiles by block-row (rows + 1 entries), which the chunks cut.
+DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const std::vector<std::int64_t>& row_ptr);
 
 // One product issued before the numeric phase so that cuBLAS has chosen and loaded the kernel
 // of the dense path's GEMMs by then (bench/NOTES.md item 23: the first int8 GEMM of a shape

@@ -13,16 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/sparse_plan.hpp"
+#include "kernels/cuda/tile_params.hpp"
+
 namespace blockmm::kernels::cuda {
 
-constexpr int kThreadsPerUnit = 128;
 constexpr int kMatchBatch = 8;
-
-struct WorkUnit {
-  std::int64_t first_tile;  // panel tile index of the unit's first tile
-  std::int32_t row;         // panel row (relative to the A panel's first row)
-  std::int32_t tiles;       // tiles in this unit
-};
 
 // Work units of a pattern on the device: row r's tiles [row_ptr[r], row_ptr[r + 1]) in runs of
 // at most tiles_per_unit, the first of them unit first_unit[r] (an exclusive sum of the counts).
@@ -48,43 +44,6 @@ __global__ void fill_work_units(const std::int64_t* row_ptr, const std::int64_t*
                                   static_cast<std::int32_t>(left < tiles_per_unit ? left : tiles_per_unit)};
     }
   }
-}
-
-struct TileParams {
-  // A panel in CSR: row r's blocks are [a_row_ptr[r], a_row_ptr[r+1]); values in CSR order.
-  const std::int32_t* a_row_ptr;
-  const std::int32_t* a_col;
-  const std::uint16_t* a_values;
-  std::int32_t a_row_begin;
-  // B in CSC over all block-columns; entries name the block's index in CSR-ordered b_values.
-  const std::int32_t* b_col_ptr;
-  const std::int32_t* b_csc_row;
-  const std::int32_t* b_csc_block;
-  const std::uint16_t* b_values;
-  // This chunk: its work units, the block-column of each of its tiles, and its output records.
-  const WorkUnit* units;
-  const std::int32_t* tile_col;  // indexed by tile - chunk_first_tile
-  std::int64_t chunk_first_tile;
-  std::byte* out;                // record of tile t at (t - chunk_first_tile) * record_bytes
-  std::int32_t m;
-  unsigned int* zero_tiles;      // count of all-zero tiles: must stay 0 (symbolic phase is exact)
-};
-
-// Threads that share one tile, and tiles per work unit, for compile-time block size M.
-template <int M>
-struct FixedShape {
-  static constexpr int rows_per_thread = M <= 4 ? M : (M == 8 ? 2 : 1);
-  static constexpr int threads_per_tile = M / rows_per_thread;
-  static constexpr int tiles_per_unit = kThreadsPerUnit / threads_per_tile;
-};
-
-// Generic kernel (any m): a thread handles one row and up to 32 columns of a tile.
-constexpr int kGenericColumns = 32;
-inline int generic_column_chunks(int m) { return (m + kGenericColumns - 1) / kGenericColumns; }
-inline int generic_threads_per_tile(int m) { return m * generic_column_chunks(m); }
-inline int generic_tiles_per_unit(int m) {
-  const int t = kThreadsPerUnit / generic_threads_per_tile(m);
-  return t > 0 ? t : 1;
 }
 
 namespace detail {
