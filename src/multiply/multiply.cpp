@@ -242,7 +242,21 @@ Report multiply(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory&
   }
   report.backend = team[0]->name();
 
-  if (team.size() > 1) {
+  // A team, panels asked for, or a GPU that cannot hold both inputs (then B is split and
+  // streamed): team.hpp's path, on every rank alike (its collectives differ).
+  bool with_team = team.size() > 1 || options.b_panels > 0;
+  comm.run_phase([&] {
+    if (with_team || !team[0]->traits().device) return;
+    const std::int32_t p = work_shape.block_rows();
+    const io::FileRecordSource a_all(*in.a, {0, in.a->header().k}), b_all(*in.b, {0, in.b->header().k});
+    const std::int64_t need = team[0]->operand_bytes(a_all, {0, p, OperandRole::left, {}}) +
+                              team[0]->operand_bytes(b_all, {0, p, OperandRole::right, {}}) +
+                              team[0]->numeric_bytes_at_least(work_shape.m);
+    const std::int64_t room = team[0]->memory_room();
+    with_team = room > 0 && need > room;
+  });
+  with_team = comm.sum(with_team ? 1 : 0) > 0;
+  if (with_team) {
     multiply_with_team(team, in.a, in.b, in.relabel ? in.relabelled.labels : nullptr, writer, comm, options, observer,
                        report);
   } else {

@@ -411,7 +411,9 @@ void multiply_with_team(Team& team, io::InputFile* a_file, io::InputFile* b_file
     } else {
       out.tiles = worker.pattern->tiles();
     }
-    for (const auto& [step, seconds] : team[w]->step_seconds()) report.backend_steps[step] += seconds;
+    // The backends' steps run side by side: each step's longest.
+    for (const auto& [step, seconds] : team[w]->step_seconds())
+      report.backend_steps[step] = std::max(report.backend_steps[step], seconds);
     report.workers.push_back(out);
   }
   if (options.kept_until_exit != nullptr)

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda_start.hpp"
 #include "support/dense_reference.hpp"
 #include "support/multiply.hpp"
 #include "support/random_blocks.hpp"
@@ -26,10 +26,21 @@ using kernels::CudaChoices;
 // The choices the cuda backend runs with in the current test (its config, not the environment).
 CudaChoices g_cuda;
 
+// GPUs CUDA sees in this process (one CudaStart a process, as blockmm has).
+int gpu_count() {
+  static kernels::CudaStart probe(true);
+  return probe.device_count();
+}
+
+// A cuda backend on GPU 0 with the current choices and `budget`.
+std::unique_ptr<kernels::Backend> cuda_backend(std::int64_t budget = 0) {
+  return make_test_backend(BackendKind::cuda, budget, g_cuda);
+}
+
 class CudaBackend : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible (or a build without CUDA)";
+    if (gpu_count() == 0) GTEST_SKIP() << "no CUDA device visible (or a build without CUDA)";
     g_cuda = {};
   }
   void TearDown() override { g_cuda = {}; }
@@ -209,9 +220,7 @@ TEST_F(CudaBackend, TheFirstOperandsErrorComesFirst) {
     };
   };
   const auto error_of = [&](const InputRecords& left, bool failing_right, const InputRecords& right) -> std::string {
-    kernels::BackendConfig config;
-    config.cuda = g_cuda;
-    auto backend = kernels::make_backend(BackendKind::cuda, config);
+    auto backend = cuda_backend();
     try {
       MemoryRecordSource a_source(left), b_source(right);
       FailingSource failing(right.shape);
@@ -329,9 +338,7 @@ TEST_F(CudaBackend, WholeOperandsCutIntoRowRangesMatchTheReference) {
       if (!all_zero(a, q))
         expected_products[static_cast<std::size_t>(record_row(a.record(q)))] += b_row[static_cast<std::size_t>(record_col(a.record(q)))];
 
-    kernels::BackendConfig config;
-    config.cuda = g_cuda;
-    auto backend = kernels::make_backend(BackendKind::cuda, config);
+    auto backend = cuda_backend();
     MemoryRecordSource a_source(a), b_source(b);
     ASSERT_TRUE(backend->builds_whole_inputs(a_source, b_source)) << what;
     const auto bm = backend->build(b_source, {0, p, OperandRole::right, dup});
@@ -352,7 +359,7 @@ TEST_F(CudaBackend, WholeOperandsCutIntoRowRangesMatchTheReference) {
     output.shape = a.shape;
     std::int64_t blocks = 0, products = 0;
     for (std::size_t r = 0; r + 1 < bounds.size(); ++r) {
-      auto slice = backend->slice_rows(r == 0 ? std::move(am) : whole_a(), bounds[r], bounds[r + 1]);
+      auto slice = backend->slice_rows(*am, bounds[r], bounds[r + 1]);
       blocks += slice->blocks();
       products += backend->block_products(*slice, *bm);
       const auto pattern = backend->symbolic(*slice, *bm);
@@ -368,9 +375,7 @@ TEST_F(CudaBackend, WholeOperandsCutIntoRowRangesMatchTheReference) {
   }
   // The host build (the fallback) is never asked to build whole inputs.
   g_cuda.build = CudaChoices::Build::host;
-  kernels::BackendConfig config;
-  config.cuda = g_cuda;
-  auto backend = kernels::make_backend(BackendKind::cuda, config);
+  auto backend = cuda_backend();
   const InputRecords a = random_blocks(random_spec(rng, 8), rng);
   MemoryRecordSource a_source(a), b_source(a);
   EXPECT_FALSE(backend->builds_whole_inputs(a_source, b_source));
@@ -393,10 +398,7 @@ TEST_F(CudaBackend, DenseNumericPhasesOnOneBackendReuseItsCublasHandle) {
       const InputRecords b = random_blocks(spec, rng);
       const std::int32_t p = a.shape.block_rows();
       auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
-      kernels::BackendConfig config;
-      config.cuda = g_cuda;
-      config.device_memory_budget = budget;
-      auto backend = kernels::make_backend(BackendKind::cuda, config);
+      auto backend = cuda_backend(budget);
       MemoryRecordSource a_source(a), b_source(b);
       const auto am = backend->build(a_source, {0, p, OperandRole::left, dup});
       const auto bm = backend->build(b_source, {0, p, OperandRole::right, dup});
@@ -409,7 +411,6 @@ TEST_F(CudaBackend, DenseNumericPhasesOnOneBackendReuseItsCublasHandle) {
         AppendingSink sink(output);
         kernels::NumericOptions options;
         options.chunk_bytes = run == 1 ? 1 : std::int64_t{256} << 20;
-        options.device_memory_budget = budget;
         const kernels::NumericReport report = backend->numeric(*am, *bm, *pattern, sink, options);
         const std::string what = "run " + std::to_string(run) + ", budget " + std::to_string(budget);
         ASSERT_TRUE(expected.output.bytes == output.bytes) << what << ": " << compare_outputs(expected.output, output);
@@ -419,9 +420,9 @@ TEST_F(CudaBackend, DenseNumericPhasesOnOneBackendReuseItsCublasHandle) {
   });
 }
 
-// kernels::warm_up_cuda pins the staging slots beside the context; the next backend takes them
-// (its steps say so) and reads, uploads and copies back through them; a later backend pins its
-// own, and slots released unused are not taken. Records of several 2 MiB pieces, read by 4
+// kernels::CudaStart pins the staging slots beside the context; the first backend made on that GPU
+// takes them (its steps say so) and reads, uploads and copies back through them; a later backend
+// pins its own, and a start whose slots no backend took releases them. Records of several 2 MiB pieces, read by 4
 // threads; one-tile chunks through the copy-back.
 TEST_F(CudaBackend, StagingPinnedByTheWarmUpCarriesTheNextBackendsWork) {
   std::mt19937_64 rng(36);
@@ -439,11 +440,12 @@ TEST_F(CudaBackend, StagingPinnedByTheWarmUpCarriesTheNextBackendsWork) {
   const std::int32_t p = a.shape.block_rows();
   auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
 
-  kernels::warm_up_cuda(0, static_cast<std::int64_t>(a.bytes.size() + b.bytes.size()), 4);
+  kernels::CudaStart start(true);
+  start.start_devices({0}, static_cast<std::int64_t>(a.bytes.size() + b.bytes.size()), 4);
   for (int made = 0; made < 2; ++made) {
-    kernels::BackendConfig config;
+    kernels::CudaConfig config;
     config.threads = 4;
-    auto backend = kernels::make_backend(BackendKind::cuda, config);
+    auto backend = start.make_backend(config);
     EXPECT_EQ(backend->step_seconds().count("setup: staging registered"), made == 0 ? 1u : 0u) << "backend " << made;
     MemoryRecordSource a_source(a), b_source(b);
     const auto am = backend->build(a_source, {0, p, OperandRole::left, dup});
@@ -461,10 +463,64 @@ TEST_F(CudaBackend, StagingPinnedByTheWarmUpCarriesTheNextBackendsWork) {
           << "backend " << made << ", chunks of " << chunk_bytes << " bytes: " << compare_outputs(expected.output, output);
     }
   }
-  // A run that chose another backend gives the slots back: nothing is left for a later backend.
-  kernels::warm_up_cuda(0, 1, 1);
-  kernels::release_cuda_warm_up();
-  EXPECT_EQ(kernels::make_backend(BackendKind::cuda, {})->step_seconds().count("setup: staging registered"), 0u);
+  // A run that chose another backend gives the slots back with its start; a start that began no
+  // device prepares nothing.
+  {
+    kernels::CudaStart unused(true);
+    unused.start_devices({0}, 1, 1);
+  }
+  kernels::CudaStart bare(true);
+  EXPECT_EQ(bare.make_backend({})->step_seconds().count("setup: staging registered"), 0u);
+}
+
+// A team's backends copy operands from each other (between GPUs: peer copies): B and a slice of A
+// built on one backend, copied to another (the second GPU where there is one, else a second
+// backend on the same GPU), multiply there exactly as the reference does, in sparse and dense
+// paths and chunk sizes down to one tile.
+TEST_F(CudaBackend, OperandsCopiedToAnotherBackendMultiplyAsTheirOriginals) {
+  std::mt19937_64 rng(39);
+  kernels::CudaStart start(true);
+  const int other = start.device_count() > 1 ? 1 : 0;
+  start.start_devices({0, other}, 1 << 20, 2);
+  for (int c = 0; c < 24; ++c) {
+    g_cuda = {};
+    if (c % 3 == 1) g_cuda.dense = CudaChoices::Dense::always;
+    if (c % 3 == 2) g_cuda.dense = CudaChoices::Dense::never;
+    const RandomSpec spec = random_spec(rng, 24);
+    const InputRecords a = random_blocks(spec, rng);
+    const InputRecords b = random_blocks(spec, rng);
+    const std::int32_t p = a.shape.block_rows();
+    const std::string what = "case " + std::to_string(c) + " n=" + std::to_string(spec.n) + " m=" + std::to_string(spec.m);
+    kernels::CudaConfig config;
+    config.choices = g_cuda;
+    auto first = start.make_backend(config);
+    config.device = other;
+    auto second = start.make_backend(config);
+    auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
+    MemoryRecordSource a_source(a), b_source(b);
+    const auto bm = first->build(b_source, {0, p, OperandRole::right, dup});
+    const auto am = first->build(a_source, {0, p, OperandRole::left, dup});
+    const std::int32_t cut = std::uniform_int_distribution<std::int32_t>(0, p)(rng);
+    const auto b_copy = second->copy_operand(*bm);
+    const auto a_rest = second->copy_operand(*first->slice_rows(*am, cut, p));
+    const auto a_head = first->slice_rows(*am, 0, cut);
+    EXPECT_GT(second->counters().bytes_from_peers, 0) << what;
+    OutputRecords output;
+    output.shape = a.shape;
+    std::int64_t products = 0;
+    for (const auto& [backend, rows, right] : {std::make_tuple(first.get(), a_head.get(), bm.get()),
+                                               std::make_tuple(second.get(), a_rest.get(), b_copy.get())}) {
+      products += backend->block_products(*rows, *right);
+      const auto pattern = backend->symbolic(*rows, *right);
+      AppendingSink sink(output);
+      kernels::NumericOptions options;
+      options.chunk_bytes = c % 4 == 0 ? 1 : std::int64_t{256} << 20;
+      backend->numeric(*rows, *right, *pattern, sink, options);
+    }
+    const ProductRun expected = multiply(a, b, BackendKind::reference);
+    EXPECT_EQ(products, expected.block_products) << what;
+    ASSERT_TRUE(expected.output.bytes == output.bytes) << what << ": " << compare_outputs(expected.output, output);
+  }
 }
 
 TEST_F(CudaBackend, DenseTilesMatchReferenceOnRandomCases) {

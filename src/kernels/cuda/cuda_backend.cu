@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <map>
@@ -20,7 +21,7 @@
 #include "core/error.hpp"
 #include "kernels/cuda/chunk_pipeline.cuh"
 #include "kernels/cuda/cublas_session.cuh"
-#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/cuda_backend.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/dense_numeric.cuh"
 #include "kernels/cuda/dense_plan.hpp"
@@ -40,26 +41,6 @@ using cuda::ChunkPipeline;
 using cuda::DeviceArray;
 using cuda::seconds_since;
 using cuda::Stream;
-
-// Staging slots that warm_up_cuda pinned beside the context, for the first backend made after it
-// (cudaHostRegisterDefault memory is portable: any device's backend can use it), and where the
-// warm-up's time went (the backend's steps, for --stats).
-struct PreparedStaging {
-  std::unique_ptr<cuda::RegisteredBuffer> region;
-  std::map<std::string, double> steps;
-};
-PreparedStaging& prepared_staging() {
-  static PreparedStaging prepared;
-  return prepared;
-}
-std::mutex& prepared_staging_lock() {
-  static std::mutex lock;
-  return lock;
-}
-PreparedStaging take_prepared_staging() {
-  const std::lock_guard<std::mutex> lock(prepared_staging_lock());
-  return std::exchange(prepared_staging(), PreparedStaging{});
-}
 
 const cuda::DeviceOperand& device_operand(const Operand& operand) {
   const auto* device = dynamic_cast<const cuda::DeviceOperand*>(&operand);
@@ -89,31 +70,35 @@ bool shared_via_mps(int device) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const BackendConfig& config)
-      : device_(config.device < 0 ? 0 : config.device),
-        sharers_(std::max(1, config.device_sharers)),
+  CudaBackend(const CudaConfig& config, cuda::PreparedDevice prepared)
+      : device_(config.device),
+        sharers_(std::max(1, config.sharers)),
         threads_(config.threads > 0 ? config.threads : omp_get_max_threads()),
-        budget_(config.device_memory_budget),
-        choices_(config.cuda),
+        budget_(config.memory_budget),
+        choices_(config.choices),
         cublas_(budget_, choices_) {
-    int count = 0;
-    BLOCKMM_CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (count == 0) throw ResourceError("the cuda backend needs a GPU, and none is visible");
-    if (device_ >= count) device_ %= count;
     BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
     BLOCKMM_CUDA_CHECK(cudaFree(nullptr));  // create the context now, not inside the first timed phase
-    PreparedStaging prepared = take_prepared_staging();
-    staging_.adopt(std::move(prepared.region));
+    staging_.adopt(std::move(prepared.staging));
     for (const auto& [step, seconds] : prepared.steps) steps_[step] += seconds;
     cudaDeviceProp prop{};
     BLOCKMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-    device_name_ =
-        std::string("GPU ") + std::to_string(device_) + " (" + prop.name + (shared_via_mps(device_) ? ", CUDA MPS" : "") + ")";
+    device_name_ = std::string("GPU ") + std::to_string(device_) + " (" + prop.name +
+                   (shared_via_mps(device_) ? ", CUDA MPS" : "") + ")" +
+                   (config.name_note.empty() ? "" : " " + config.name_note);
     if (config.estimate.block_products > 0)
       cublas_.prepare_if_dense(device_, config.estimate.n, config.estimate.m, config.estimate.rows, config.estimate.block_products);
   }
 
   std::string name() const override { return "cuda"; }
+
+  BackendTraits traits() const override {
+    BackendTraits traits;
+    traits.device = true;
+    return traits;
+  }
+
+  BackendCounters counters() const override { return counters_; }
 
   std::map<std::string, double> step_seconds() const override { return steps_; }
 
@@ -122,7 +107,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Operand> build(RecordSource& records, const OperandSpec& spec) override {
     BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
     Stream stream;
-    const std::int64_t available = budget_ > 0 ? budget_ - resident_bytes_ : free_memory_share();
+    const std::int64_t available = budget_ > 0 ? budget_ - *resident_ : free_memory_share();
     const bool on_device = choices_.build == CudaChoices::Build::device ||
                            (choices_.build == CudaChoices::Build::automatic &&
                             cuda::device_build_bytes(records, spec) <= available);
@@ -142,9 +127,37 @@ class CudaBackend final : public Backend {
           operands::build_block_matrix(all, spec.row_begin, spec.row_end, spec.role, spec.duplicate_message);
       operand = cuda::upload_host_operand(matrix, spec.role, stream.get());
     }
-    resident_bytes_ += operand->device_bytes();
+    operand->device = device_;
+    counters_.bytes_built += records.size() * records.stride();
+    operand->ledger.charge(resident_, operand->device_bytes());
     built_on_device_ = built_on_device_ && operand->built_on_device;
     return operand;
+  }
+
+  // A copy of another GPU's operand: every array copied device to device (peer access, enabled
+  // by CudaStart where the GPUs allow it, makes that a direct copy over NVLink or PCIe).
+  std::unique_ptr<Operand> copy_operand(const Operand& source) override {
+    BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
+    Stream stream;
+    std::unique_ptr<cuda::DeviceOperand> copy = cuda::copy_device_operand(device_operand(source), device_, stream.get());
+    counters_.bytes_from_peers += copy->device_bytes();
+    copy->ledger.charge(resident_, copy->device_bytes());
+    return copy;
+  }
+
+  std::int64_t operand_bytes(const RecordSource& records, const OperandSpec& spec) const override {
+    return cuda::device_build_bytes(records, spec);
+  }
+
+  std::int64_t memory_room() const override {
+    return budget_ > 0 ? std::max<std::int64_t>(1, budget_ - *resident_) : free_memory_share();
+  }
+
+  // Two chunks of a tile unit each, as the sparse plan needs at least, and the work units.
+  std::int64_t numeric_bytes_at_least(std::int32_t m) const override {
+    return std::int64_t{64} << 20 > 4 * cuda::kThreadsPerUnit * record_bytes<std::uint32_t>(m)
+               ? std::int64_t{64} << 20
+               : 4 * cuda::kThreadsPerUnit * record_bytes<std::uint32_t>(m);
   }
 
   // Both whole inputs built on the device (never by the host fallback), when their builds'
@@ -153,7 +166,7 @@ class CudaBackend final : public Backend {
     if (choices_.build == CudaChoices::Build::host) return false;
     if (a.size() > std::int64_t{INT32_MAX} || b.size() > std::int64_t{INT32_MAX}) return false;  // the device build's limit
     const std::int32_t p = a.shape().block_rows();
-    const std::int64_t available = budget_ > 0 ? budget_ - resident_bytes_ : free_memory_share();
+    const std::int64_t available = budget_ > 0 ? budget_ - *resident_ : free_memory_share();
     return cuda::device_build_bytes(a, {0, p, OperandRole::left, {}}) +
                cuda::device_build_bytes(b, {0, p, OperandRole::right, {}}) <=
            available;
@@ -165,12 +178,12 @@ class CudaBackend final : public Backend {
     return cuda::device_row_products(device_operand(a), device_operand(b), stream.get());
   }
 
-  std::unique_ptr<Operand> slice_rows(std::unique_ptr<Operand> a, std::int32_t row_begin, std::int32_t row_end) override {
+  std::unique_ptr<Operand> slice_rows(const Operand& a, std::int32_t row_begin, std::int32_t row_end) override {
     BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
     Stream stream;
-    const cuda::DeviceOperand& whole = device_operand(*a);
-    std::unique_ptr<cuda::DeviceOperand> slice = cuda::slice_device_rows(whole, row_begin, row_end, stream.get());
-    resident_bytes_ += slice->device_bytes() - whole.device_bytes();
+    std::unique_ptr<cuda::DeviceOperand> slice = cuda::slice_device_rows(device_operand(a), row_begin, row_end, stream.get());
+    slice->device = device_;
+    slice->ledger.charge(resident_, slice->device_bytes());
     return slice;
   }
 
@@ -188,11 +201,11 @@ class CudaBackend final : public Backend {
     Stream stream;
     // Scratch for one batch of rows: a quarter of the room (at least 64 MiB; a row that needs
     // more is a batch alone).
-    const std::int64_t room = budget_ > 0 ? budget_ - resident_bytes_ : free_memory_share();
+    const std::int64_t room = budget_ > 0 ? budget_ - *resident_ : free_memory_share();
     const std::int64_t batch_bytes = choices_.symbolic_batch_bytes > 0 ? choices_.symbolic_batch_bytes
                                                                        : std::max<std::int64_t>(std::int64_t{64} << 20, room / 4);
     auto pattern = cuda::device_symbolic(device_operand(a), device_operand(b), batch_bytes, stream.get());
-    pattern_bytes_ = pattern->device_bytes();
+    pattern->ledger.charge(resident_, pattern->device_bytes());
     return pattern;
   }
 
@@ -210,13 +223,13 @@ class CudaBackend final : public Backend {
 
     // Room for everything but the operands and the pattern: an explicit budget less those, or a
     // share of the memory still free now that they are resident.
-    const std::int64_t budget = options.device_memory_budget > 0 ? options.device_memory_budget : budget_;
-    const std::int64_t resident = resident_bytes_ + pattern_bytes_;
+    const std::int64_t budget = budget_;
+    const std::int64_t resident = *resident_;
     const std::int64_t room = budget > 0 ? budget - resident : free_memory_share();
     if (room <= 0)
       throw ResourceError("the cuda backend needs " + std::to_string((resident >> 20) + 1) +
                           " MiB of device memory for this rank's operands, more than the budget of " +
-                          std::to_string(budget >> 20) + " MiB (raise --mem-budget, or use more ranks)");
+                          std::to_string(budget >> 20) + " MiB (raise --mem-budget, or run on more GPUs: they split B)");
 
     // Copy-back through the staging slots (pinned for the build; pinned here if it ran on the host).
     const auto pin_start = std::chrono::steady_clock::now();
@@ -287,79 +300,21 @@ class CudaBackend final : public Backend {
   std::string device_name_;
   cuda::StagingBuffers staging_;
   std::map<std::string, double> steps_;
-  std::int64_t resident_bytes_ = 0;  // operands built so far
-  std::int64_t pattern_bytes_ = 0;
+  // Device bytes its operands and patterns hold now (cuda::DeviceLedger).
+  std::shared_ptr<std::atomic<std::int64_t>> resident_ = std::make_shared<std::atomic<std::int64_t>>(0);
   bool built_on_device_ = true;
+  BackendCounters counters_;
   cuda::CublasSession cublas_;  // last member: destroyed (its preparation in flight waited for) first
 };
 
 }  // namespace
 
-int cuda_device_count() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return count;
-}
-
-std::string cuda_device_uuid(int device) {
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return "";
-  }
-  static const char* const kHex = "0123456789abcdef";
-  std::string text;
-  for (const char byte : prop.uuid.bytes) {
-    const auto bits = static_cast<unsigned char>(byte);
-    text += kHex[bits >> 4];
-    text += kHex[bits & 15];
-  }
-  return text;
-}
-
-void warm_up_cuda(int device, std::int64_t input_bytes, int threads) {
-  // The staging slots' host memory is populated (about 6 ms for 64 MiB) while the context starts,
-  // and registered (about 2 ms) once it exists: the build's first read no longer waits for both
-  // (bench/NOTES.md item 28).
-  const std::int64_t staging_bytes = cuda::StagingBuffers::slots_for(input_bytes, threads) * cuda::StagingBuffers::kSlotBytes;
-  double populate_seconds = 0;
-  std::future<cuda::HugePageMemory> memory = std::async(std::launch::async, [staging_bytes, &populate_seconds] {
-    const auto start = std::chrono::steady_clock::now();
-    cuda::HugePageMemory populated(static_cast<std::size_t>(staging_bytes));
-    populate_seconds = seconds_since(start);
-    return populated;
-  });
-  const auto start = std::chrono::steady_clock::now();
-  if (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return;  // (the future's destructor waits for the memory, which goes with it)
-  }
-  PreparedStaging prepared;
-  prepared.steps["setup: context (warm-up)"] = seconds_since(start);
-  try {
-    const auto wait_start = std::chrono::steady_clock::now();
-    cuda::HugePageMemory populated = memory.get();
-    prepared.steps["setup: wait for the staging memory"] = seconds_since(wait_start);
-    prepared.steps["setup: staging memory populated (beside the context)"] = populate_seconds;
-    const auto register_start = std::chrono::steady_clock::now();
-    prepared.region = std::make_unique<cuda::RegisteredBuffer>(std::move(populated));
-    prepared.steps["setup: staging registered"] = seconds_since(register_start);
-    if (prepared.region->get() == nullptr) prepared.region.reset();  // not registered: the backend pins its own
-  } catch (...) {  // no memory: the backend pins its own, or says what is wrong
-  }
-  const std::lock_guard<std::mutex> lock(prepared_staging_lock());
-  prepared_staging() = std::move(prepared);
-}
-
-void release_cuda_warm_up() { (void)take_prepared_staging(); }
-
-void preload_dense_library(const BackendConfig::WorkEstimate& estimate, const CudaChoices& choices) {
-  if (cuda::dense_library_needed(estimate.n, estimate.m, estimate.rows, estimate.block_products, choices)) cuda::load_cublas();
-}
-
-std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& config) { return std::make_unique<CudaBackend>(config); }
-
 }  // namespace blockmm::kernels
+
+namespace blockmm::kernels::cuda {
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaConfig& config, PreparedDevice prepared) {
+  return std::make_unique<CudaBackend>(config, std::move(prepared));
+}
+
+}  // namespace blockmm::kernels::cuda

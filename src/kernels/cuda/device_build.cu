@@ -329,4 +329,40 @@ std::unique_ptr<DeviceOperand> slice_device_rows(const DeviceOperand& a, std::in
   return operand;
 }
 
+namespace {
+
+template <typename T>
+DeviceArray<T> copy_between_devices(const DeviceArray<T>& from, int from_device, int to_device, cudaStream_t stream) {
+  DeviceArray<T> to(from.size());
+  if (from.size() > 0)
+    BLOCKMM_CUDA_CHECK(cudaMemcpyPeerAsync(to.get(), to_device, from.get(), from_device, from.bytes(), stream));
+  return to;
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceOperand> copy_device_operand(const DeviceOperand& from, int to_device, cudaStream_t stream) {
+  if (from.device < 0) throw Error(ExitCode::other, "internal error: an operand whose GPU is not known");
+  auto operand = std::make_unique<DeviceOperand>();
+  DeviceOperand& d = *operand;
+  d.device = to_device;
+  d.shape = from.shape;
+  d.row_begin = from.row_begin;
+  d.row_end = from.row_end;
+  d.blocks_ = from.blocks_;
+  d.built_on_device = from.built_on_device;
+  d.row_ptr = from.row_ptr;
+  d.col_ptr = from.col_ptr;
+  const int f = from.device;
+  d.d_row_ptr = copy_between_devices(from.d_row_ptr, f, to_device, stream);
+  d.d_col = copy_between_devices(from.d_col, f, to_device, stream);
+  d.d_values = copy_between_devices(from.d_values, f, to_device, stream);
+  d.d_masks = copy_between_devices(from.d_masks, f, to_device, stream);
+  d.d_col_ptr = copy_between_devices(from.d_col_ptr, f, to_device, stream);
+  d.d_csc_row = copy_between_devices(from.d_csc_row, f, to_device, stream);
+  d.d_csc_block = copy_between_devices(from.d_csc_block, f, to_device, stream);
+  BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return operand;
+}
+
 }  // namespace blockmm::kernels::cuda

@@ -44,4 +44,9 @@ std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, Op
 std::unique_ptr<DeviceOperand> slice_device_rows(const DeviceOperand& a, std::int32_t row_begin, std::int32_t row_end,
                                                  cudaStream_t stream);
 
+// A copy of `from` (held on GPU from.device) on GPU `to_device`, the current device: every array
+// copied between the GPUs (directly where CudaStart enabled peer access), the host copies of its
+// pointers copied on the host.
+std::unique_ptr<DeviceOperand> copy_device_operand(const DeviceOperand& from, int to_device, cudaStream_t stream);
+
 }  // namespace blockmm::kernels::cuda

@@ -3,7 +3,9 @@
 // which the chunk planning needs; blocks, values, masks and the tiles' columns stay on the device.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/block_matrix.hpp"
@@ -13,10 +15,33 @@
 
 namespace blockmm::kernels::cuda {
 
+// The device bytes a backend's operands and patterns hold now: each adds its own when the
+// backend charges it and takes them off again when it goes, whenever that is.
+class DeviceLedger {
+ public:
+  DeviceLedger() = default;
+  DeviceLedger(const DeviceLedger&) = delete;
+  DeviceLedger& operator=(const DeviceLedger&) = delete;
+  ~DeviceLedger() {
+    if (held_) *held_ -= bytes_;
+  }
+  void charge(const std::shared_ptr<std::atomic<std::int64_t>>& held, std::int64_t bytes) {
+    held_ = held;
+    bytes_ = bytes;
+    *held_ += bytes_;
+  }
+
+ private:
+  std::shared_ptr<std::atomic<std::int64_t>> held_;
+  std::int64_t bytes_ = 0;
+};
+
 class DeviceOperand final : public Operand {
  public:
   std::int64_t blocks() const override { return blocks_; }
 
+  int device = -1;  // the GPU holding it
+  DeviceLedger ledger;
   MatrixShape shape;
   std::int32_t row_begin = 0;
   std::int32_t row_end = 0;
@@ -48,6 +73,7 @@ class DevicePattern final : public ProductPattern {
   DeviceArray<std::int64_t> d_row_ptr;  // rows + 1
   DeviceArray<std::int32_t> d_col;      // tiles: the block-column of each, ascending within a row
   std::int64_t block_products = 0;      // of the panel (the symbolic phase counts them per row anyway)
+  DeviceLedger ledger;
   std::int64_t device_bytes() const { return static_cast<std::int64_t>(d_row_ptr.bytes() + d_col.bytes()); }
 };
 
