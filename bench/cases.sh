@@ -11,6 +11,14 @@ G1 16384 8 4194304
 E1 1048576 1 10485760
 E2 2097152 2 2621440
 "
+# Cases for several GPUs of one node (issue 39, 44): Q8 a quarter of the blocks at m = 8, H32 every
+# block at m = 32, Q8L Q8 at twice n (a product of seconds on one GPU). Named explicitly
+# (bench/run --cases gpu, or Q8,...): the cpu backend would take hours on them.
+BLOCKMM_GPU_CASES="
+Q8 65536 8 16777216
+H32 49152 32 2359296
+Q8L 131072 8 67108864
+"
 # Scaled-down cases for a CPU-only machine; C8 and C4 are issue 21's cpu cases (the DBCSR comparison).
 BLOCKMM_SMALL_CASES="
 S1 32768 8 16800

@@ -51,9 +51,9 @@ class Case:
 
 def load_cases():
     script = ('source bench/cases.sh; for v in BLOCKMM_CASES BLOCKMM_SMALL_CASES BLOCKMM_SPECIAL_CASES '
-              'BLOCKMM_SMALL_SPECIAL_CASES; do echo "@$v"; printf "%s\\n" "${!v-}"; done')
+              'BLOCKMM_SMALL_SPECIAL_CASES BLOCKMM_GPU_CASES; do echo "@$v"; printf "%s\\n" "${!v-}"; done')
     out = subprocess.run(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout.decode()
-    sets = {"full": [], "small": []}
+    sets = {"full": [], "small": [], "gpu": []}
     var = None
     for line in out.splitlines():
         if line.startswith("@"):
@@ -62,7 +62,7 @@ def load_cases():
         f = line.split()
         if not f or f[0].startswith("#"):
             continue
-        group = "small" if "SMALL" in var else "full"
+        group = "small" if "SMALL" in var else "gpu" if "GPU" in var else "full"
         shape = f[4] if "SPECIAL" in var and len(f) > 4 else "gen"
         sets[group].append(Case(f[0], int(f[1]), int(f[2]), int(f[3]), group, shape))
     return sets
@@ -70,7 +70,7 @@ def load_cases():
 
 def select_cases(spec, sets):
     by_name = {}
-    for group in ("small", "full"):
+    for group in ("small", "full", "gpu"):
         for c in sets[group]:
             by_name.setdefault(c.name, c)
     chosen = []
@@ -80,7 +80,7 @@ def select_cases(spec, sets):
         elif token in by_name:
             chosen.append(by_name[token])
         else:
-            raise SystemExit("bench/run: unknown case %r (known: small, full, %s)" % (token, ", ".join(by_name)))
+            raise SystemExit("bench/run: unknown case %r (known: small, full, gpu, %s)" % (token, ", ".join(by_name)))
     seen, unique = set(), []
     for c in chosen:
         if c.name not in seen:

@@ -127,9 +127,9 @@ def run(argv):
     else:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         # a faster backend first gives the work count that the cpu limit uses
-        backends.sort(key=lambda b: 0 if b == "cuda" else 1)
+        backends.sort(key=lambda b: 0 if b.startswith("cuda") else 1)
     if args.cpu_limit_gmac is None:
-        args.cpu_limit_gmac = 150.0 if (cuda_ok and "cuda" in backends) else 0.0
+        args.cpu_limit_gmac = 150.0 if (cuda_ok and any(b.startswith("cuda") for b in backends)) else 0.0
     info["backends_note"] = ", ".join(backends) + ("" if cuda_ok else " (cuda: %s)" % cuda_why)
     if args.cpu_limit_gmac and "cpu" in backends:
         info["backends_note"] += "; cpu skipped above %g GMAC of useful work" % args.cpu_limit_gmac
@@ -155,7 +155,7 @@ def run(argv):
                                                  session.cusparse or "not available (needs a GPU and a CUDA build)"))
 
     def skip_reason(backend, ranks):
-        if backend == "cuda" and not cuda_ok:
+        if backend.startswith("cuda") and not cuda_ok:
             return "skipped: cuda not available (%s)" % cuda_why
         if ranks > 1 and not session.mpirun:
             return "skipped: no mpirun"

@@ -17,8 +17,10 @@ VERDICTS = {"ref": "reference output", "yes": "identical bytes", "NO": "MISMATCH
 
 
 def blockmm_cmd(build, backend, ranks, a, b, out, stats_file, mpirun):
-    cmd = [os.path.join(build, "blockmm"), "--backend", backend, "--stats=json", "-q", "--stats-file", stats_file,
-           a, b, out]
+    # "cuda:G": the cuda backend on G GPUs of each process (--gpus G); "cuda" alone: blockmm's default.
+    kind, _, gpus = backend.partition(":")
+    cmd = [os.path.join(build, "blockmm"), "--backend", kind] + (["--gpus", gpus] if gpus else []) + \
+          ["--stats=json", "-q", "--stats-file", stats_file, a, b, out]
     if ranks > 1:
         # Open MPI binds each of 2 ranks to one core by default, which would starve their threads.
         cmd = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] + cmd

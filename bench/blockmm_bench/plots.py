@@ -133,7 +133,7 @@ def make_plots(rows, outdir, machine, progress):
     save(fig, "gmacs_density.png")
 
     # 4. speed-up against ranks (per backend; wall solid, numeric phase dashed)
-    backends = [b for b in ("cpu", "cuda", "auto", "reference") if any(r.backend == b for r in ok)]
+    backends = sorted({r.backend for r in ok}, key=lambda b: (b.split(":")[0] != "cpu", b))
     fig, axes = plt.subplots(1, max(1, len(backends)), figsize=(4.6 * max(1, len(backends)), 3.8), squeeze=False)
     cmap = plt.get_cmap("tab10")
     for ax, backend in zip(axes.flat, backends):

@@ -105,6 +105,21 @@ std::string stats_json(const RunStats& s) {
                      {"seconds", phases_json(s.per_rank[r])}});
   }
   j["per_rank"] = ranks;
+  // Rank 0's backends: one a GPU for cuda (the team), with each one's share and bytes moved.
+  nlohmann::json team = nlohmann::json::array();
+  for (const multiply::WorkerReport& w : s.workers)
+    team.push_back({{"device", w.device},
+                    {"block_products", w.block_products},
+                    {"block_rows", w.rows},
+                    {"b_panels", w.b_panels},
+                    {"b_columns", w.b_columns},
+                    {"b_blocks", w.b_blocks},
+                    {"tiles", w.tiles},
+                    {"bytes_built", w.bytes_built},
+                    {"bytes_from_peers", w.bytes_from_peers},
+                    {"numeric_seconds", w.numeric_seconds}});
+  j["team"] = {{"layout", s.team_layout}, {"backends", team}};
+  j["settings"] = s.settings;
   j["distribution"] = s.distribution;
   j["shared_rows"] = s.shared_rows;
   j["b_shared_on_node"] = s.b_shared_on_node;
@@ -143,6 +158,15 @@ std::string stats_text(const RunStats& s) {
                         (s.numeric_chunks == 1 ? " chunk" : " chunks"));
   out << phase_line("  writing", t.write, "inside numeric, beside the kernels: overlaps them across chunks");
   out << phase_line("commit", t.commit, "sync, close, rename") << phase_line("total", t.total);
+  if (s.workers.size() > 1) {
+    out << "  team: " << s.team_layout << "\n";
+    for (const multiply::WorkerReport& w : s.workers)
+      out << "    " << w.device << ": work " << with_thousands(w.block_products) << ", "
+          << (w.b_panels > 0 ? std::to_string(w.b_panels) + " panels of B, " + with_thousands(w.b_columns) + " block-columns"
+                             : with_thousands(w.rows) + " block-rows")
+          << ", built from " << bytes_text(static_cast<double>(w.bytes_built)) << ", copied in "
+          << bytes_text(static_cast<double>(w.bytes_from_peers)) << ", numeric " << fixed(w.numeric_seconds, 3) << " s\n";
+  }
   if (s.ranks > 1) {
     out << "  input moved: within nodes " << bytes_text(static_cast<double>(s.record_bytes_within_node))
         << " of records + " << bytes_text(static_cast<double>(s.index_bytes_within_node)) << " of row requests; between nodes "

@@ -18,8 +18,8 @@ struct WorkerReport {
   std::string device;
   std::int64_t block_products = 0;
   std::int32_t rows = 0;               // output block-rows it computed (rows split)
-  std::int32_t col_begin = 0;          // B's block-columns it held (columns split: its panels')
-  std::int32_t col_end = 0;
+  std::int32_t b_panels = 0;           // columns split: B's panels it computed, and their block-columns
+  std::int32_t b_columns = 0;
   std::int64_t b_blocks = 0;           // of B, the most it held at once
   std::int64_t bytes_from_peers = 0;   // operands copied from another backend (between GPUs: peer copies)
   std::int64_t bytes_built = 0;        // records it built operands from (for GPUs: uploaded)

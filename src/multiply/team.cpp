@@ -136,10 +136,9 @@ TeamPlan plan_team(int backends, std::int64_t a_bytes, std::int64_t b_bytes, std
   TeamPlan plan;
   if (panels_asked <= 0 && (room <= 0 || a_bytes + b_bytes + numeric_bytes <= room)) return plan;
   plan.split_columns = true;
-  if (panels_asked > 0) {
+  if (panels_asked > 0) {  // (tests: more panels than backends are streamed, one at a time)
     plan.panels = panels_asked;
-    plan.resident_panels = (panels_asked + backends - 1) / backends;
-    if (room > 0 && a_bytes + b_bytes / backends + numeric_bytes > room) plan.resident_panels = 1;
+    plan.resident_panels = 1;
     return plan;
   }
   const std::int64_t left = room - a_bytes - numeric_bytes;
@@ -405,9 +404,11 @@ void multiply_with_team(Team& team, io::InputFile* a_file, io::InputFile* b_file
     out.bytes_from_peers = counters.bytes_from_peers;
     out.block_products = worker.block_products;
     if (plan.split_columns) {
-      out.col_begin = worker.panels.empty() ? 0 : worker.panels.front().col_begin;
-      out.col_end = worker.panels.empty() ? 0 : worker.panels.back().col_end;
-      for (const ColumnPanel& panel : worker.panels) out.tiles += panel.pattern->tiles();
+      out.b_panels = static_cast<std::int32_t>(worker.panels.size());
+      for (const ColumnPanel& panel : worker.panels) {
+        out.tiles += panel.pattern->tiles();
+        out.b_columns += panel.col_end - panel.col_begin;
+      }
     } else {
       out.tiles = worker.pattern->tiles();
     }

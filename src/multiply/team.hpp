@@ -28,8 +28,9 @@ namespace blockmm::multiply {
 
 // The team's layout for a rank's operands: rows when B and A fit the first backend together
 // (and no panels are asked for), else columns in `panels` panels, where each backend holds A,
-// at most `resident_panels` panels at once and its smallest numeric chunks. Throws
-// ResourceError naming what would make the product fit when A alone does not fit.
+// at most `resident_panels` panels at once and its smallest numeric chunks (asked-for panels:
+// one at a time). Throws ResourceError naming what would make the product fit when A alone does
+// not fit.
 struct TeamPlan {
   bool split_columns = false;
   int panels = 1;

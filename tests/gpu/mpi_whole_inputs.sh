@@ -18,7 +18,7 @@ field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(eva
 
 run() {  # run NAME RANKS EXPECTED_DISTRIBUTION [ENV=VALUE...]
   local name=$1 ranks=$2 method=$3; shift 3
-  env "$@" timeout 180 "${mpi[@]}" -n "$ranks" "$build/blockmm" --backend cuda --stats=json -q \
+  env "$@" timeout 180 "${mpi[@]}" -n "$ranks" "$build/blockmm" --backend cuda --gpus 1 --stats=json -q \
     "$work/A.bin" "$work/B.bin" "$work/$name" > "$work/$name.json"
   local got moved
   got=$(field "$work/$name.json" 'j["distribution"]')

@@ -407,6 +407,70 @@ TEST_F(Mpi, SkewedInputsGiveIdenticalFiles) {
   expect_identical(pb, pa, swapped, {2, 4}, {"--chunk-size", "1K"});
 }
 
+// A rank that drives several backends (a team: one a GPU; BLOCKMM_WORKERS runs the same paths
+// with host backends) splits its rows over them, or B's block-columns into panels
+// (BLOCKMM_B_PANELS; more panels than backends: streamed, built twice). Every layout gives the
+// plain run's bytes: 1 to 3 ranks, nodes simulated or not, cpu and reference backends, m from 1
+// to 64, skewed rows, saturation, empty rows and columns, and HDF5.
+TEST_F(Mpi, TeamsOfBackendsGiveIdenticalFiles) {
+  std::mt19937_64 rng(39);
+  const std::vector<std::vector<std::string>> layouts{{"BLOCKMM_WORKERS=2"},
+                                                      {"BLOCKMM_WORKERS=3", "BLOCKMM_B_PANELS=3"},
+                                                      {"BLOCKMM_WORKERS=2", "BLOCKMM_B_PANELS=5"},
+                                                      {"BLOCKMM_B_PANELS=4"}};
+  struct Case {
+    std::string name;
+    InputRecords a, b;
+  };
+  std::vector<Case> cases;
+  for (const std::int32_t m : {1, 5, 64}) {
+    testing::RandomSpec spec;
+    spec.m = m;
+    spec.n = m * (m >= 64 ? 6 : 40);
+    spec.density = 0.2;
+    spec.empty_row_fraction = 0.2;
+    spec.empty_col_fraction = 0.2;
+    spec.zero_block_fraction = 0.1;
+    cases.push_back({"m=" + std::to_string(m), testing::random_blocks(spec, rng), testing::random_blocks(spec, rng)});
+  }
+  cases.push_back({"skewed", skewed_blocks(512, 4, 1.2, 1500, 0, 65535, rng), skewed_blocks(512, 4, 0.8, 1200, 1, 1023, rng)});
+  {
+    testing::RandomSpec spec = testing::random_spec(rng, 24);
+    Case c{"saturating", testing::random_blocks(spec, rng), testing::random_blocks(spec, rng)};
+    saturate(c.a);
+    saturate(c.b);
+    cases.push_back(std::move(c));
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string pa = put("a.bin", c.a), pb = put("b.bin", c.b);
+    const std::vector<std::byte> expected = encode(sparse_oracle(c.a, c.b));
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    for (const std::vector<std::string>& layout : layouts) {
+      SCOPED_TRACE(layout.back());
+      for (const char* backend : {"cpu", "reference"}) {
+        if (std::string(backend) == "reference" && c.name != "m=5") continue;  // the oracle is slow
+        expect_identical(pa, pb, plain, rank_counts({1, 3}), {"--backend", backend}, layout);
+      }
+      std::vector<std::string> simulated = layout;
+      simulated.push_back("BLOCKMM_SIMULATE_NODES=1");
+      expect_identical(pa, pb, plain, rank_counts({2}), {}, simulated);
+    }
+  }
+  // HDF5: the team's writes through the HDF5 writer, read back as the binary product.
+  const Case& c = cases[1];
+  const std::string pa = put("a.bin", c.a), pb = put("b.bin", c.b);
+  const std::vector<std::byte> plain = plain_product(pa, pb);
+  for (int n : rank_counts({1, 2})) {
+    const MpiRun m = run_mpi(n, {"-q", "--threads", "1", pa, pb, out_dir + "/C.h5"}, {"BLOCKMM_WORKERS=3", "BLOCKMM_B_PANELS=7"});
+    ASSERT_TRUE(mpi_succeeded(m));
+    convert(out_dir + "/C.h5", out_dir + "/C.bin");
+    EXPECT_TRUE(read_bytes(out_dir + "/C.bin") == plain) << n << " ranks";
+    std::remove((out_dir + "/C.h5").c_str());
+    std::remove((out_dir + "/C.bin").c_str());
+  }
+}
+
 TEST_F(Mpi, MoreRanksThanBlockRows) {
   std::mt19937_64 rng(5);
   testing::RandomSpec spec;
