@@ -248,11 +248,12 @@ class CudaBackend final : public Backend {
     problem.chunk_bytes = options.chunk_bytes;
     problem.record_bytes = record_bytes<std::uint32_t>(m);
     if (cuda::dense_path_pays(problem, choices_)) {
-      const cuda::DenseEncoding encoding =
-          cuda::dense_encoding(a.shape.n, cuda::operands_largest_value(a, b, pipeline.compute()), choices_);
+      problem.largest_value = cuda::operands_largest_value(a, b, pipeline.compute());
+      const cuda::DenseEncoding encoding = cuda::dense_encoding(a.shape.n, problem.largest_value, choices_);
       steps_["numeric: to the dense plan"] += seconds_since(numeric_start);
       report.device += std::string(", ") + cuda::describe(encoding);
       const cuda::DensePlan plan = cuda::plan_dense(problem, encoding, pattern.layout().row_ptr);
+      if (plan.k_pieces > 1) report.device += ", K in " + std::to_string(plan.k_pieces) + " pieces";
       cuda::numeric_dense(a, b, pattern, plan, params, cublas_, sink, options, pipeline, report, steps_);
     } else {
       const cuda::SparsePlan plan = cuda::plan_sparse(pattern.layout(), m, choices_.generic_kernel, room, options.chunk_bytes);
