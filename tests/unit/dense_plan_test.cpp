@@ -41,26 +41,6 @@ std::vector<std::int64_t> full_rows(const DenseProblem& pr) {
 
 DensePlan plan_full(const DenseProblem& pr, DenseEncoding encoding) { return plan_dense(pr, encoding, full_rows(pr)); }
 
-TEST(DensePlan, PaysAboveTheDenseFractionUnlessForced) {
-  DenseProblem pr = problem(4096, 4, std::int64_t{1} << 34);
-  const CudaChoices automatic;
-  EXPECT_TRUE(dense_path_pays(pr, automatic));
-  // Block products at 4% of a dense product's multiply-adds: the sparse kernels.
-  pr.block_products = static_cast<std::int64_t>(0.04 * double(pr.rows) * pr.n * pr.n / (double(pr.m) * pr.m));
-  EXPECT_FALSE(dense_path_pays(pr, automatic));
-  CudaChoices always;
-  always.dense = CudaChoices::Dense::always;
-  EXPECT_TRUE(dense_path_pays(pr, always));
-  CudaChoices never;
-  never.dense = CudaChoices::Dense::never;
-  EXPECT_FALSE(dense_path_pays(problem(4096, 4, std::int64_t{1} << 34), never));
-  // float64 stops being exact at n = 2^21: never dense there, whatever the choice.
-  EXPECT_FALSE(dense_path_pays(problem(kDenseMaxOrder, 1, std::int64_t{1} << 34), always));
-  DenseProblem empty = problem(4096, 4, std::int64_t{1} << 34);
-  empty.tiles = 0;
-  EXPECT_FALSE(dense_path_pays(empty, always));
-}
-
 // int8 for every order the dense path takes (issue 40: n > 131056 fell to float64 GEMMs, ten
 // times slower); float64 only where the choices ask for it.
 TEST(DensePlan, Int8PlanesForEveryOrderTheDensePathTakes) {

@@ -5,16 +5,6 @@
 #include "core/error.hpp"
 
 namespace blockmm::kernels::cuda {
-bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices) {
-  if (problem.n >= kDenseMaxOrder || problem.tiles == 0) return false;
-  if (choices.dense == CudaChoices::Dense::always) return true;
-  if (choices.dense == CudaChoices::Dense::never) return false;
-  const double m = problem.m;
-  const double useful = static_cast<double>(problem.block_products) * m * m * m;
-  const double dense = static_cast<double>(problem.rows) * m * static_cast<double>(problem.n) * static_cast<double>(problem.n);
-  return useful >= kDenseFraction * dense;
-}
-
 int planes_of(DenseEncoding encoding) {
   switch (encoding) {
     case DenseEncoding::int8_narrow: return 1;

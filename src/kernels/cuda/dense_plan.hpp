@@ -1,5 +1,6 @@
 // The dense tensor-core path's plan, on the host only (in the spirit of CUTLASS's
-// can_implement and workspace size): whether the path pays, which exact encoding, how large the
+// can_implement and workspace size; whether the path pays is path_choice.hpp's): which exact
+// encoding, how the inner dimension cuts into exact int8 pieces, how large the
 // A and B tiles are under the memory budget, and how output rows group into chunks. Pure C++,
 // compiled in every build, so that its unit tests run where there is no GPU.
 #pragma once
@@ -22,10 +23,6 @@ constexpr std::int64_t kPlanePad = 16;  // int8 GEMM dimensions (and K pieces): 
 // largest product of two plane entries, 128 * 128 for the offset byte planes) < 2^31. Narrower
 // values allow longer pieces (int8_piece_limit).
 constexpr std::int64_t kInt8MaxPiece = 131056;
-// Where the dense path starts to pay (bench/NOTES.md): dense tiles on cuBLAS run about ten
-// times the sparse kernels' multiply-add rate, so they win once the block products exceed this
-// fraction of a dense product's.
-constexpr double kDenseFraction = 0.05;
 // A tiles at most this many rows: cuBLAS's GEMMs have M = 16384 then (the byte planes stack
 // two planes of rows, and float64 is at full speed well before).
 constexpr std::int64_t kMaxDenseTileRows = 8192;
@@ -72,8 +69,6 @@ struct DenseProblem {
   std::uint32_t largest_value = 0;
 };
 
-// Whether the dense path runs (the choice, or the block products against a dense product's).
-bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices);
 // The encoding for the largest value of both operands' blocks: float64 only where the choices
 // ask for it (any n the dense path takes has exact int8 pieces).
 DenseEncoding dense_encoding(std::int64_t n, std::uint32_t largest_value, const CudaChoices& choices);
