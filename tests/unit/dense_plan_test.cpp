@@ -3,9 +3,14 @@
 // once. Runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "kernels/cuda/dense_plan.hpp"
@@ -36,37 +41,121 @@ std::vector<std::int64_t> full_rows(const DenseProblem& pr) {
 
 DensePlan plan_full(const DenseProblem& pr, DenseEncoding encoding) { return plan_dense(pr, encoding, full_rows(pr)); }
 
-TEST(DensePlan, PaysAboveTheDenseFractionUnlessForced) {
-  DenseProblem pr = problem(4096, 4, std::int64_t{1} << 34);
+// int8 for every order the dense path takes (issue 40: n > 131056 fell to float64 GEMMs, ten
+// times slower); float64 only where the choices ask for it.
+TEST(DensePlan, Int8PlanesForEveryOrderTheDensePathTakes) {
   const CudaChoices automatic;
-  EXPECT_TRUE(dense_path_pays(pr, automatic));
-  // Block products at 4% of a dense product's multiply-adds: the sparse kernels.
-  pr.block_products = static_cast<std::int64_t>(0.04 * double(pr.rows) * pr.n * pr.n / (double(pr.m) * pr.m));
-  EXPECT_FALSE(dense_path_pays(pr, automatic));
-  CudaChoices always;
-  always.dense = CudaChoices::Dense::always;
-  EXPECT_TRUE(dense_path_pays(pr, always));
-  CudaChoices never;
-  never.dense = CudaChoices::Dense::never;
-  EXPECT_FALSE(dense_path_pays(problem(4096, 4, std::int64_t{1} << 34), never));
-  // float64 stops being exact at n = 2^21: never dense there, whatever the choice.
-  EXPECT_FALSE(dense_path_pays(problem(kDenseMaxOrder, 1, std::int64_t{1} << 34), always));
-  DenseProblem empty = problem(4096, 4, std::int64_t{1} << 34);
-  empty.tiles = 0;
-  EXPECT_FALSE(dense_path_pays(empty, always));
-}
-
-TEST(DensePlan, Int8PlanesWhereTheirSumsAreExact) {
-  const CudaChoices automatic;
-  EXPECT_EQ(dense_encoding(kInt8MaxOrder, 65535, automatic), DenseEncoding::int8_planes);
-  EXPECT_EQ(dense_encoding(kInt8MaxOrder + 1, 65535, automatic), DenseEncoding::float64);
-  EXPECT_EQ(dense_encoding(kInt8MaxOrder + 1, 1, automatic), DenseEncoding::float64);
+  EXPECT_EQ(dense_encoding(kInt8MaxPiece, 65535, automatic), DenseEncoding::int8_planes);
+  EXPECT_EQ(dense_encoding(kInt8MaxPiece + 1, 65535, automatic), DenseEncoding::int8_planes);
+  EXPECT_EQ(dense_encoding(kDenseMaxOrder - 1, 1023, automatic), DenseEncoding::int8_split);
+  EXPECT_EQ(dense_encoding(kDenseMaxOrder - 1, 1, automatic), DenseEncoding::int8_narrow);
   CudaChoices f64;
   f64.dense_type = CudaChoices::DenseType::float64;
   EXPECT_EQ(dense_encoding(1024, 1, f64), DenseEncoding::float64);
-  // The int8 bound: padded K times 2^14 (the largest |X'Y'|, and above 127^2) stays below 2^31.
-  EXPECT_LT(pad_to_planes(kInt8MaxOrder) * (std::int64_t{1} << 14), std::int64_t{1} << 31);
+  EXPECT_EQ(dense_encoding(kInt8MaxPiece + 1, 65535, f64), DenseEncoding::float64);
+  // The widest int8 bound: padded K times 2^14 (the largest |X'Y'|, and above 127^2) stays below 2^31.
+  EXPECT_LT(pad_to_planes(kInt8MaxPiece) * (std::int64_t{1} << 14), std::int64_t{1} << 31);
+  EXPECT_EQ(kInt8MaxPiece % kPlanePad, 0);
   EXPECT_LT(127 * 127, 1 << 14);
+  // The plane sums over a whole vector of the largest order stay inside int32 too.
+  EXPECT_LT(128 * kDenseMaxOrder, std::int64_t{1} << 31);
+}
+
+// The largest product of two plane entries of values up to v, by brute force over every value:
+// int8_narrow u itself, int8_split hi, lo and hi + lo, int8_planes the offset bytes.
+std::int64_t largest_plane_product(DenseEncoding encoding, std::uint32_t v) {
+  std::int64_t entry = 0;
+  for (std::uint32_t u = 0; u <= v; ++u) {
+    if (encoding == DenseEncoding::int8_narrow) entry = std::max<std::int64_t>(entry, u);
+    if (encoding == DenseEncoding::int8_split) entry = std::max<std::int64_t>(entry, (u >> kSplitShift) + (u & 63));
+    if (encoding == DenseEncoding::int8_planes)
+      for (const std::uint32_t byte : {u >> 8, u & 255}) entry = std::max<std::int64_t>(entry, std::abs(int(byte) - 128));
+  }
+  return entry * entry;
+}
+
+// Every K piece's int32 sums are exact: the piece limit times the largest product of two plane
+// entries (by brute force over the values) stays below 2^31, for values at the encodings' edges
+// and between; pieces are multiples of the int8 padding.
+TEST(DensePlan, KPieceLimitKeepsEveryInt32SumExact) {
+  const std::pair<DenseEncoding, std::vector<std::uint32_t>> cases[] = {
+      {DenseEncoding::int8_narrow, {1, 2, 50, 100, 126, 127}},
+      {DenseEncoding::int8_split, {128, 500, 1023, 1024, 2000, 4095, 4096, 4222}},
+      {DenseEncoding::int8_planes, {4223, 30000, 65535}}};
+  for (const auto& [encoding, values] : cases)
+    for (const std::uint32_t v : values) {
+      const std::int64_t limit = int8_piece_limit(encoding, v);
+      EXPECT_EQ(limit % kPlanePad, 0);
+      EXPECT_GE(limit, kInt8MaxPiece) << v;
+      EXPECT_LT(limit * largest_plane_product(encoding, v), std::int64_t{1} << 31) << int(encoding) << " " << v;
+      // An unknown largest value assumes the widest planes.
+      EXPECT_LE(int8_piece_limit(encoding, 0), limit);
+    }
+  EXPECT_EQ(int8_piece_limit(DenseEncoding::int8_planes, 65535), kInt8MaxPiece);
+  EXPECT_EQ(int8_piece_limit(DenseEncoding::int8_planes, 0), kInt8MaxPiece);
+  // Narrow values allow longer pieces: values up to 1023 split into planes of at most 15 + 63.
+  EXPECT_GT(int8_piece_limit(DenseEncoding::int8_split, 1023), 3 * kInt8MaxPiece / 2);
+}
+
+// The inner dimension in as few pieces as the limit allows, equal but the last, covering every
+// entry of the padded vectors once; one piece (no int64 sums) where K is within the limit; the
+// pieces' int64 sums in the workspace otherwise, and the workspace within the room.
+TEST(DensePlan, KPiecesCoverTheInnerDimensionEachWithinItsBound) {
+  std::mt19937_64 rng(40);
+  int several = 0;  // plans of several pieces checked
+  const DenseEncoding encodings[] = {DenseEncoding::int8_narrow, DenseEncoding::int8_split, DenseEncoding::int8_planes,
+                                     DenseEncoding::float64};
+  for (int c = 0; c < 400; ++c) {
+    const DenseEncoding encoding = encodings[c % 4];
+    const std::int32_t m = std::vector<std::int32_t>{1, 4, 8, 13, 32}[static_cast<std::size_t>(c / 4 % 5)];
+    const std::int64_t n = c < 8 ? (c % 2 ? kInt8MaxPiece + 1 : kInt8MaxPiece) / m * m
+                                 : m * std::uniform_int_distribution<std::int64_t>(1, (kDenseMaxOrder - 1) / m)(rng);
+    const std::uint32_t largest = encoding == DenseEncoding::int8_narrow  ? std::uniform_int_distribution<std::uint32_t>(0, 127)(rng)
+                                  : encoding == DenseEncoding::int8_split ? std::uniform_int_distribution<std::uint32_t>(128, 4222)(rng)
+                                                                          : std::uniform_int_distribution<std::uint32_t>(0, 65535)(rng);
+    const std::int64_t room = std::uniform_int_distribution<std::int64_t>(std::int64_t{1} << 28, std::int64_t{1} << 40)(rng);
+    DenseProblem pr = problem(std::min<std::int64_t>(n, 4096 / m * m), m, room);
+    pr.n = n;  // a few rows of a long inner dimension: the tiles count stays small
+    pr.rows = 8;
+    pr.tiles = 8;
+    pr.largest_value = largest;
+    const std::vector<std::int64_t> row_ptr{0, 1, 2, 3, 4, 5, 6, 7, 8};
+    const std::string what = "n=" + std::to_string(n) + " m=" + std::to_string(m) + " encoding " +
+                             std::to_string(int(encoding)) + " largest " + std::to_string(largest) + " room " +
+                             std::to_string(room);
+    DensePlan plan;
+    try {
+      plan = plan_dense(pr, encoding, row_ptr);
+    } catch (const ResourceError& e) {  // a room below one tile's vectors: said so
+      EXPECT_NE(std::string(e.what()).find("--mem-budget"), std::string::npos) << what;
+      continue;
+    }
+    if (encoding == DenseEncoding::float64) {
+      EXPECT_EQ(plan.k_pieces, 1) << what;
+      EXPECT_EQ(plan.k_piece, n) << what;
+      continue;
+    }
+    const std::int64_t limit = int8_piece_limit(encoding, largest);
+    EXPECT_EQ(plan.k_pieces, (plan.k_pitch + limit - 1) / limit) << what;  // as few as the limit allows
+    std::int64_t next = 0;
+    for (std::int32_t q = 0; q < plan.k_pieces; ++q) {
+      const KPiece piece = k_piece_at(plan, q);
+      ASSERT_EQ(piece.begin, next) << what << " piece " << q;
+      ASSERT_GT(piece.length, 0) << what << " piece " << q;
+      EXPECT_LE(piece.length, limit) << what << " piece " << q;
+      EXPECT_EQ(piece.begin % kPlanePad, 0) << what;  // 16-byte aligned offsets into the vectors
+      EXPECT_EQ(piece.length % kPlanePad, 0) << what;
+      if (q + 1 < plan.k_pieces) EXPECT_EQ(piece.length, plan.k_piece) << what;
+      next += piece.length;
+    }
+    EXPECT_EQ(next, plan.k_pitch) << what;
+    several += plan.k_pieces > 1;
+    EXPECT_EQ(plan.workspace.piece_sums, plan.k_pieces > 1 ? plan.workspace.products : 0) << what;
+    if (n <= kInt8MaxPiece) EXPECT_EQ(plan.k_pieces, 1) << what;
+    if (encoding == DenseEncoding::int8_planes && n > kInt8MaxPiece) EXPECT_GE(plan.k_pieces, 2) << what;
+    EXPECT_LE(plan.workspace.bytes() + pr.tiles * 20, pr.room) << what;
+  }
+  EXPECT_GT(several, 100);
 }
 
 // The fewest products the values allow: one plane up to 127, three split planes up to 4222,
@@ -126,7 +215,7 @@ TEST(DensePlan, TilesFitTheRoomAndBStaysResidentWhenItFits) {
         // is the largest chunk's A tile and one B tile.
         EXPECT_LE(plan.workspace.bytes() + pr.tiles * 20, room) << "n=" << n << " m=" << m << " room=" << room;
         EXPECT_LE(plan.chunk_rows_max, plan.max_rows_per_tile);
-        const DenseWorkspace expected = dense_workspace(encoding, n, plan.k_pitch, std::int64_t{plan.chunk_rows_max} * m,
+        const DenseWorkspace expected = dense_workspace(encoding, n, plan.k_pitch, plan.k_pieces, std::int64_t{plan.chunk_rows_max} * m,
                                                         std::int64_t{plan.cols_per_tile} * m);
         EXPECT_EQ(plan.workspace.bytes(), expected.bytes());
       } catch (const ResourceError& e) {

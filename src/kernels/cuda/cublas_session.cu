@@ -1,6 +1,7 @@
 #include "kernels/cuda/cublas_session.cuh"
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/path_choice.hpp"
 
 namespace blockmm::kernels::cuda {
 namespace {
@@ -37,13 +38,9 @@ std::shared_ptr<ReadyCublas> prepare_cublas(int device, std::int64_t n, DenseEnc
 
 bool dense_library_needed(std::int64_t n, std::int32_t m, std::int32_t rows, std::int64_t block_products,
                           const CudaChoices& choices) {
-  DenseProblem probe;
-  probe.n = n;
-  probe.m = m;
-  probe.rows = rows;
-  probe.tiles = 1;
-  probe.block_products = block_products;
-  return block_products > 0 && dense_path_pays(probe, choices);
+  if (block_products <= 0) return false;
+  const PathProblem estimate = estimated_path_problem(n, m, rows, block_products);
+  return choose_path(estimate, sparse_kernel_for(m, choices.generic_kernel), choices).dense;
 }
 
 void load_cublas() {

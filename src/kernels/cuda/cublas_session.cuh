@@ -48,10 +48,16 @@ class CublasHandle {
     BLOCKMM_CUBLAS_CHECK(blas_.dgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, k, &one, a, rows, b, k, &zero, c, rows));
   }
   void multiply(int rows, int cols, int k, const std::int8_t* a, const std::int8_t* b, std::int32_t* c) {
+    multiply(rows, cols, k, a, k, b, k, c);
+  }
+  // The int8 product over k entries of operands whose leading dimension (lda, ldb) is longer: a K
+  // piece of longer plane vectors.
+  void multiply(int rows, int cols, int k, const std::int8_t* a, std::int64_t lda, const std::int8_t* b, std::int64_t ldb,
+                std::int32_t* c) {
     const std::int32_t one = 1, zero = 0;
-    BLOCKMM_CUBLAS_CHECK(blas_.gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, rows, cols, k, &one, a, CUDA_R_8I, k, b,
-                                       CUDA_R_8I, k, &zero, c, CUDA_R_32I, rows, CUBLAS_COMPUTE_32I,
-                                       CUBLAS_GEMM_DEFAULT));
+    BLOCKMM_CUBLAS_CHECK(blas_.gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, rows, cols, k, &one, a, CUDA_R_8I,
+                                       static_cast<int>(lda), b, CUDA_R_8I, static_cast<int>(ldb), &zero, c, CUDA_R_32I,
+                                       rows, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT));
   }
 
  private:

@@ -29,6 +29,7 @@
 #include "kernels/cuda/device_memory.cuh"
 #include "kernels/cuda/device_operands.cuh"
 #include "kernels/cuda/device_symbolic.cuh"
+#include "kernels/cuda/path_choice.hpp"
 #include "kernels/cuda/seconds_since.hpp"
 #include "kernels/cuda/sparse_numeric.cuh"
 #include "kernels/cuda/sparse_plan.hpp"
@@ -260,15 +261,28 @@ class CudaBackend final : public Backend {
     problem.room = room;
     problem.chunk_bytes = options.chunk_bytes;
     problem.record_bytes = record_bytes<std::uint32_t>(m);
-    if (cuda::dense_path_pays(problem, choices_)) {
-      const cuda::DenseEncoding encoding =
-          cuda::dense_encoding(a.shape.n, cuda::operands_largest_value(a, b, pipeline.compute()), choices_);
+    // The path: the faster predicted one (path_choice.hpp), unless the choices force one. The
+    // dense prediction needs the encoding, and so the operands' largest value (one pass).
+    const cuda::SparseKernel kernel = cuda::sparse_kernel_for(m, choices_.generic_kernel);
+    cuda::PathProblem path = cuda::path_problem(a.shape.n, m, pattern.layout().row_ptr, a.row_ptr.data(), b.blocks(),
+                                                pattern.block_products);
+    const bool dense_possible = a.shape.n < cuda::kDenseMaxOrder && choices_.dense != CudaChoices::Dense::never;
+    problem.largest_value = dense_possible ? cuda::operands_largest_value(a, b, pipeline.compute()) : 0;
+    const cuda::DenseEncoding encoding = cuda::dense_encoding(a.shape.n, problem.largest_value, choices_);
+    path.dense_products = encoding == cuda::DenseEncoding::float64 ? 0 : cuda::products_of(encoding);
+    const cuda::PathChoice choice = cuda::choose_path(path, kernel, choices_);
+    steps_["numeric: predicted sparse path"] += choice.predicted.sparse_seconds;
+    steps_["numeric: predicted dense path"] += choice.predicted.dense_seconds;
+    if (choice.dense) {
       steps_["numeric: to the dense plan"] += seconds_since(numeric_start);
       report.device += std::string(", ") + cuda::describe(encoding);
       const cuda::DensePlan plan = cuda::plan_dense(problem, encoding, pattern.layout().row_ptr);
+      if (plan.k_pieces > 1) report.device += ", K in " + std::to_string(plan.k_pieces) + " pieces";
+      report.device += " (" + cuda::describe(choice.predicted) + ")";
       cuda::numeric_dense(a, b, pattern, plan, params, cublas_, sink, options, pipeline, report, steps_);
     } else {
       const cuda::SparsePlan plan = cuda::plan_sparse(pattern.layout(), m, choices_.generic_kernel, room, options.chunk_bytes);
+      report.device += std::string(", sparse tile kernels (") + cuda::describe(choice.predicted) + ")";
       cuda::numeric_sparse(pattern, plan, params, sink, options, pipeline, report);
     }
 

@@ -1,20 +1,29 @@
 // Kernels of the dense-tile path: scatter block panels into dense tiles for cuBLAS, and gather
 // the product back into output records. The exact encodings (dense_plan.hpp chooses):
 //
-// - int8 narrow planes (n up to kInt8MaxOrder), for operands whose largest value is small: values
+// - int8 narrow planes, for operands whose largest value is small: values
 //   up to 127 are one int8 plane as they are, one product; values up to 4222 are split into
 //   hi = u >> 6 and lo = u & 63 with a third plane s = hi + lo (at most 127), and
 //   three products give A B = 2^12 hh + 2^6 (ss - hh - ll) + ll (Karatsuba). No offsets: zero is
 //   zero, and every product of two planes' entries is at most 127^2 < 2^14, as below.
-// - int8 byte planes (n up to kInt8MaxOrder): every uint16 value u is split into its bytes,
+// - int8 byte planes: every uint16 value u is split into its bytes,
 //   each stored offset by -128 as int8 (hi = (u >> 8) - 128, lo = (u & 255) - 128), so that one
 //   int8 GEMM with int32 accumulation (tensor cores) multiplies the stacked planes [A_hi; A_lo]
 //   by [B_hi, B_lo] and yields all four byte products. For bytes x = X' + 128, y = Y' + 128,
 //   sum_k x y = sum_k X'Y' + 128 (sum_k X' + sum_k Y') + 16384 n, where sum_k X'Y' is the GEMM
-//   (|X'Y'| <= 2^14, so sums of up to 131071 terms fit int32) and the plane sums come from
-//   vector_sums. Then A B = 2^16 hh + 2^8 (hl + lh) + ll, below 2^47 for n < 2^17: int64 exact.
+//   and the plane sums (at most 2^28 in magnitude for n < 2^21) come from vector_sums. Then
+//   A B = 2^16 hh + 2^8 (hl + lh) + ll, below 2^53 for n < 2^21: int64 exact.
 // - float64 (n < 2^21): each product of two uint16 is below 2^32 and every sum of at most n of
 //   them is below 2^53.
+//
+// The int8 GEMMs sum in int32, exact over a K piece of up to int8_piece_limit terms (131056 for
+// the byte planes: |X'Y'| <= 2^14). A longer inner dimension is multiplied piece by piece, the
+// same offset into both operands' plane vectors with their full pitch as leading dimension; each
+// piece's products but the last are added into int64 sums (add_piece: a pass of 20 bytes an
+// element against the GEMM's K-piece multiply-adds an element, a few percent), and the gather
+// reads the last piece's products beside those sums (PieceSums), so the last piece costs no pass.
+// The byte planes' offset corrections are linear in K: one correction over the whole vectors,
+// applied once in the gather.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -211,6 +220,47 @@ __global__ void scatter_b_tile(const std::int32_t* b_col_ptr, const std::int32_t
   }
 }
 
+// sums[x] = products[x] (first piece) or sums[x] += products[x], for x in [0, count): one K
+// piece's int32 products into the int64 sums of the pieces so far.
+__global__ void add_piece(const std::int32_t* products, std::int64_t count, bool first, std::int64_t* sums) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t start = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  // Four at a time where the arrays allow it (cudaMalloc'd, and counts of padded tiles: always).
+  const bool vectors = count % 4 == 0 && reinterpret_cast<std::uintptr_t>(products) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(sums) % 16 == 0;
+  if (vectors) {
+    const int4* in = reinterpret_cast<const int4*>(products);
+    longlong2* out = reinterpret_cast<longlong2*>(sums);
+    for (std::int64_t v = start; v < count / 4; v += stride) {
+      const int4 x = in[v];
+      longlong2 lo = first ? make_longlong2(0, 0) : out[2 * v];
+      longlong2 hi = first ? make_longlong2(0, 0) : out[2 * v + 1];
+      lo.x += x.x;
+      lo.y += x.y;
+      hi.x += x.z;
+      hi.y += x.w;
+      out[2 * v] = lo;
+      out[2 * v + 1] = hi;
+    }
+    return;
+  }
+  for (std::int64_t x = start; x < count; x += stride) sums[x] = (first ? 0 : sums[x]) + products[x];
+}
+
+// The product at `at` summed over the K pieces: the last piece's int32 products plus, where the
+// inner dimension took several pieces, the int64 sums of those before it (same layout).
+struct PieceSums {
+  const std::int32_t* last;
+  const std::int64_t* earlier;  // null: one piece
+  __device__ std::int64_t operator()(std::int64_t at) const {
+    return (earlier != nullptr ? earlier[at] : 0) + static_cast<std::int64_t>(last[at]);
+  }
+};
+
+__device__ __forceinline__ std::uint32_t saturate_product(std::int64_t x) {
+  return x >= 4294967295 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(x);
+}
+
 // The saturated value of the dense product tile at (r, c).
 struct Float64Product {
   const double* c_tile;  // column-major [ld x cols]
@@ -221,40 +271,35 @@ struct Float64Product {
   }
 };
 struct Int8PlanesProduct {
-  const std::int32_t* c_tile;  // column-major [ld x 2 col_lo]: quadrants hi-hi, lo-hi (rows from row_lo), hi-lo, lo-lo
+  PieceSums c_tile;  // column-major [ld x 2 col_lo]: quadrants hi-hi, lo-hi (rows from row_lo), hi-lo, lo-lo
   std::int64_t ld, row_lo, col_lo;
   const std::int32_t* a_sums;  // per A plane row (lo rows from row_lo)
   const std::int32_t* b_sums;  // per B plane column (lo columns from col_lo)
   std::int64_t n;
   __device__ std::uint32_t operator()(std::int64_t r, std::int64_t c) const {
     const auto bytes = [&](std::int64_t ar, std::int64_t bc) {  // sum_k x y of one pair of planes
-      return static_cast<std::int64_t>(c_tile[ar + bc * ld]) + 128 * (static_cast<std::int64_t>(a_sums[ar]) + b_sums[bc]) +
-             16384 * n;
+      return c_tile(ar + bc * ld) + 128 * (static_cast<std::int64_t>(a_sums[ar]) + b_sums[bc]) + 16384 * n;
     };
     const std::int64_t hh = bytes(r, c), hl = bytes(r, col_lo + c), lh = bytes(row_lo + r, c),
                        ll = bytes(row_lo + r, col_lo + c);
-    const std::int64_t x = (hh << 16) + ((hl + lh) << 8) + ll;
-    return x >= 4294967295 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(x);
+    return saturate_product((hh << 16) + ((hl + lh) << 8) + ll);
   }
 };
 
-// One plane: the product itself (at most 127^2 * kInt8MaxOrder < 2^31, never saturated).
+// One plane: the product itself (above 2^32 only where K took several pieces).
 struct NarrowPlaneProduct {
-  const std::int32_t* c_tile;  // column-major [ld x cols]
+  PieceSums c_tile;  // column-major [ld x cols]
   std::int64_t ld;
-  __device__ std::uint32_t operator()(std::int64_t r, std::int64_t c) const {
-    return static_cast<std::uint32_t>(c_tile[r + c * ld]);
-  }
+  __device__ std::uint32_t operator()(std::int64_t r, std::int64_t c) const { return saturate_product(c_tile(r + c * ld)); }
 };
 // Split planes: the three products hh, ll, ss, each column-major [ld x cols], plane_elements apart.
 struct SplitPlanesProduct {
-  const std::int32_t* c_tile;
+  PieceSums c_tile;
   std::int64_t ld, plane_elements;
   __device__ std::uint32_t operator()(std::int64_t r, std::int64_t c) const {
     const std::int64_t at = r + c * ld;
-    const std::int64_t hh = c_tile[at], ll = c_tile[at + plane_elements], ss = c_tile[at + 2 * plane_elements];
-    const std::int64_t x = (hh << (2 * kSplitShift)) + ((ss - hh - ll) << kSplitShift) + ll;
-    return x >= 4294967295 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(x);
+    const std::int64_t hh = c_tile(at), ll = c_tile(at + plane_elements), ss = c_tile(at + 2 * plane_elements);
+    return saturate_product((hh << (2 * kSplitShift)) + ((ss - hh - ll) << kSplitShift) + ll);
   }
 };
 

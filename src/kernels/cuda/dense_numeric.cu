@@ -69,6 +69,7 @@ void numeric_dense(const DeviceOperand& a, const DeviceOperand& b, const DeviceP
   std::int32_t* d_c32 = pipeline.keep(DeviceArray<std::int32_t>(count(workspace.products)));
   std::int32_t* d_a_sums = pipeline.keep(DeviceArray<std::int32_t>(count(workspace.a_sums)));
   std::int32_t* d_b_sums = pipeline.keep(DeviceArray<std::int32_t>(count(workspace.b_sums)));
+  std::int64_t* d_piece_sums = pipeline.keep(DeviceArray<std::int64_t>(count(workspace.piece_sums)));
   // Every (chunk, column tile)'s work units go up once; each row's tiles split at the column
   // tiles' edges (downloaded offsets) when B does not fit one tile.
   const std::vector<std::int64_t> split =
@@ -103,13 +104,33 @@ void numeric_dense(const DeviceOperand& a, const DeviceOperand& b, const DeviceP
     if (offset_sums && k_pitch > n)
       BLOCKMM_CUDA_CHECK(cudaMemset2DAsync(planes_data + n, count(k_pitch), 0, count(k_pitch - n), count(vectors), compute));
   };
-  // One product a plane (the narrow encodings): plane q of the A tile times plane q of the B
-  // tile into product q.
-  const auto multiply_planes = [&](std::int64_t rows_padded, std::int64_t cols_padded) {
+  // One K piece of the int8 products: one GEMM a plane (the narrow encodings: plane q of the A
+  // tile times plane q of the B tile into product q), or the byte planes' one GEMM of the
+  // stacked planes. A piece is the same offset into every plane vector, the full pitch their
+  // leading dimension.
+  const auto multiply_piece = [&](std::int64_t rows_padded, std::int64_t cols_padded, const KPiece& piece) {
+    const int k = static_cast<int>(piece.length);
+    if (encoding == DenseEncoding::int8_planes) {
+      blas.multiply(static_cast<int>(2 * rows_padded), static_cast<int>(2 * cols_padded), k, d_a8 + piece.begin, k_pitch,
+                    d_b8 + piece.begin, k_pitch, d_c32);
+      return;
+    }
     for (int q = 0; q < plane_count; ++q)
-      blas.multiply(static_cast<int>(rows_padded), static_cast<int>(cols_padded), static_cast<int>(k_pitch),
-                    d_a8 + q * rows_padded * k_pitch, d_b8 + q * cols_padded * k_pitch,
-                    d_c32 + q * rows_padded * cols_padded);
+      blas.multiply(static_cast<int>(rows_padded), static_cast<int>(cols_padded), k,
+                    d_a8 + q * rows_padded * k_pitch + piece.begin, k_pitch,
+                    d_b8 + q * cols_padded * k_pitch + piece.begin, k_pitch, d_c32 + q * rows_padded * cols_padded);
+  };
+  // Every K piece but the last multiplied and added into the piece sums; the last one's products
+  // are left for the gather (PieceSums), which adds the sums as it reads them.
+  const auto multiply_pieces = [&](std::int64_t rows_padded, std::int64_t cols_padded) {
+    const std::int64_t elements = products_of(encoding) * rows_padded * cols_padded;
+    for (std::int32_t q = 0; q < plan.k_pieces; ++q) {
+      multiply_piece(rows_padded, cols_padded, k_piece_at(plan, q));
+      if (q + 1 == plan.k_pieces) break;
+      add_piece<<<grid_for(elements / 4), 256, 0, compute>>>(d_c32, elements, q == 0, d_piece_sums);
+      BLOCKMM_CUDA_CHECK(cudaGetLastError());
+    }
+    return PieceSums{d_c32, plan.k_pieces > 1 ? d_piece_sums : nullptr};
   };
 
   pipeline.run(chunks, stride, sink, options, report, [&](std::size_t c, std::byte* out) {
@@ -172,15 +193,12 @@ void numeric_dense(const DeviceOperand& a, const DeviceOperand& b, const DeviceP
                                                                         r0, j0, a.row_begin, m, out, params.zero_tiles);
       };
       if (encoding == DenseEncoding::int8_narrow) {
-        multiply_planes(rows_padded, cols_padded);
-        gather(NarrowPlaneProduct{d_c32, rows_padded});
+        gather(NarrowPlaneProduct{multiply_pieces(rows_padded, cols_padded), rows_padded});
       } else if (encoding == DenseEncoding::int8_split) {
-        multiply_planes(rows_padded, cols_padded);
-        gather(SplitPlanesProduct{d_c32, rows_padded, rows_padded * cols_padded});
+        gather(SplitPlanesProduct{multiply_pieces(rows_padded, cols_padded), rows_padded, rows_padded * cols_padded});
       } else if (planes) {
-        blas.multiply(static_cast<int>(2 * rows_padded), static_cast<int>(2 * cols_padded), static_cast<int>(k_pitch), d_a8,
-                      d_b8, d_c32);
-        gather(Int8PlanesProduct{d_c32, 2 * rows_padded, rows_padded, cols_padded, d_a_sums, d_b_sums, n});
+        gather(Int8PlanesProduct{multiply_pieces(rows_padded, cols_padded), 2 * rows_padded, rows_padded, cols_padded,
+                                 d_a_sums, d_b_sums, n});
       } else {
         blas.multiply(tile_rows, tile_cols, static_cast<int>(n), d_a, d_b, d_c);
         gather(Float64Product{d_c, tile_rows});
@@ -189,11 +207,5 @@ void numeric_dense(const DeviceOperand& a, const DeviceOperand& b, const DeviceP
     }
   });
 }
-
-// When the dense path will (likely) run, cuBLAS (0.06-0.08 s to load on the H100 machine) is
-// made ready on a thread of its own (prepare_cublas: loaded, a handle, its GEMM kernel chosen
-// and loaded), beside the build or the symbolic phase, not inside the numeric phase; where the
-// driver started the load beside the context (preload_dense_library), this waits for that
-// load. Once per backend; the future's destructor waits for a preparation in flight.
 
 }  // namespace blockmm::kernels::cuda

@@ -5,16 +5,6 @@
 #include "core/error.hpp"
 
 namespace blockmm::kernels::cuda {
-bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices) {
-  if (problem.n >= kDenseMaxOrder || problem.tiles == 0) return false;
-  if (choices.dense == CudaChoices::Dense::always) return true;
-  if (choices.dense == CudaChoices::Dense::never) return false;
-  const double m = problem.m;
-  const double useful = static_cast<double>(problem.block_products) * m * m * m;
-  const double dense = static_cast<double>(problem.rows) * m * static_cast<double>(problem.n) * static_cast<double>(problem.n);
-  return useful >= kDenseFraction * dense;
-}
-
 int planes_of(DenseEncoding encoding) {
   switch (encoding) {
     case DenseEncoding::int8_narrow: return 1;
@@ -52,19 +42,36 @@ const char* describe(DenseEncoding encoding) {
 
 DenseEncoding dense_encoding(std::int64_t n, std::uint32_t largest_value, const CudaChoices& choices) {
   using DenseType = CudaChoices::DenseType;
-  if (choices.dense_type == DenseType::float64 || n > kInt8MaxOrder) return DenseEncoding::float64;
+  (void)n;  // every order the dense path takes has exact int8 K pieces
+  if (choices.dense_type == DenseType::float64) return DenseEncoding::float64;
   if (choices.dense_type == DenseType::byte_planes) return DenseEncoding::int8_planes;
   if (largest_value <= kNarrowMax) return DenseEncoding::int8_narrow;
   if (largest_value <= kSplitMax) return DenseEncoding::int8_split;
   return DenseEncoding::int8_planes;
 }
 
-std::int64_t DenseWorkspace::bytes() const {
-  return 8 * (a_float64 + b_float64 + c_float64) + (a_planes + b_planes) + 4 * (products + a_sums + b_sums);
+std::int64_t int8_piece_limit(DenseEncoding encoding, std::uint32_t largest_value) {
+  std::int64_t entry = 128;  // the offset byte planes' (and unknown values') largest magnitude
+  if (largest_value > 0 && encoding == DenseEncoding::int8_narrow) {
+    entry = std::min<std::int64_t>(largest_value, kNarrowMax);
+  } else if (largest_value > 0 && encoding == DenseEncoding::int8_split) {
+    entry = std::min<std::int64_t>(127, (largest_value >> kSplitShift) + std::min<std::uint32_t>(largest_value, 63));
+  }
+  const std::int64_t terms = ((std::int64_t{1} << 31) - 1) / (entry * entry);
+  return terms / kPlanePad * kPlanePad;
 }
 
-DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int64_t k_pitch, std::int64_t tile_rows,
-                               std::int64_t tile_cols) {
+KPiece k_piece_at(const DensePlan& plan, std::int32_t piece) {
+  const std::int64_t begin = piece * plan.k_piece;
+  return {begin, std::min(plan.k_piece, plan.k_pitch - begin)};
+}
+
+std::int64_t DenseWorkspace::bytes() const {
+  return 8 * (a_float64 + b_float64 + c_float64 + piece_sums) + (a_planes + b_planes) + 4 * (products + a_sums + b_sums);
+}
+
+DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int64_t k_pitch, std::int32_t k_pieces,
+                               std::int64_t tile_rows, std::int64_t tile_cols) {
   DenseWorkspace w;
   if (encoding == DenseEncoding::float64) {
     w.a_float64 = tile_rows * n;
@@ -76,6 +83,7 @@ DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int6
   w.a_planes = planes_of(encoding) * rows * k_pitch;
   w.b_planes = planes_of(encoding) * cols * k_pitch;
   w.products = products_of(encoding) * rows * cols;
+  if (k_pieces > 1) w.piece_sums = w.products;
   if (encoding == DenseEncoding::int8_planes) {  // each plane vector's sum, hi and lo
     w.a_sums = 2 * rows;
     w.b_sums = 2 * cols;
@@ -93,10 +101,17 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const 
   DensePlan plan;
   plan.encoding = encoding;
   plan.k_pitch = padded(n);
+  // Equal pieces (multiples of kPlanePad, the last one shorter), as few as the bound allows:
+  // the same offset into both operands' plane vectors with their full pitch as the leading
+  // dimension is a GEMM over that piece.
+  const std::int64_t limit = planes ? int8_piece_limit(encoding, problem.largest_value) : plan.k_pitch;
+  plan.k_pieces = static_cast<std::int32_t>(std::max<std::int64_t>(1, (plan.k_pitch + limit - 1) / limit));
+  plan.k_piece = planes ? pad_to_planes((plan.k_pitch + plan.k_pieces - 1) / plan.k_pieces) : plan.k_pitch;
   // At most a quarter of the room each for the A tile [ti x n], the B tile [n x tj] and the
   // product; the tiles' columns and work units (at most one a tile) are reserved first.
   const std::int64_t vector_bytes = planes ? planes_of(encoding) * plan.k_pitch : 8 * n;  // an A tile row, a B tile column
-  const std::int64_t product_bytes = planes ? 4 * products_of(encoding) : 8;               // per output element
+  // Per output element: one piece's int32 products, and their int64 sums over the pieces.
+  const std::int64_t product_bytes = planes ? (plan.k_pieces > 1 ? 12 : 4) * products_of(encoding) : 8;
   const std::int64_t pad = planes ? kPlanePad : 0;
   const std::int64_t sums_bytes = offset_sums ? 8 * (padded(kMaxDenseTileRows) + plan.k_pitch) : 0;
   const std::int64_t reserved = problem.tiles * 20 + sums_bytes;
@@ -122,7 +137,8 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const 
   plan.chunk_rows = dense_chunk_rows(plan, row_ptr);
   for (std::size_t c = 0; c + 1 < plan.chunk_rows.size(); ++c)
     plan.chunk_rows_max = std::max(plan.chunk_rows_max, plan.chunk_rows[c + 1] - plan.chunk_rows[c]);
-  plan.workspace = dense_workspace(encoding, n, plan.k_pitch, std::int64_t{plan.chunk_rows_max} * m, tile_cols_max);
+  plan.workspace =
+      dense_workspace(encoding, n, plan.k_pitch, plan.k_pieces, std::int64_t{plan.chunk_rows_max} * m, tile_cols_max);
   return plan;
 }
 

@@ -1,5 +1,6 @@
 // The dense tensor-core path's plan, on the host only (in the spirit of CUTLASS's
-// can_implement and workspace size): whether the path pays, which exact encoding, how large the
+// can_implement and workspace size; whether the path pays is path_choice.hpp's): which exact
+// encoding, how the inner dimension cuts into exact int8 pieces, how large the
 // A and B tiles are under the memory budget, and how output rows group into chunks. Pure C++,
 // compiled in every build, so that its unit tests run where there is no GPU.
 #pragma once
@@ -14,13 +15,14 @@
 
 namespace blockmm::kernels::cuda {
 
-constexpr std::int64_t kDenseMaxOrder = std::int64_t{1} << 21;  // float64 stays exact below this n
-constexpr std::int64_t kPlanePad = 16;                         // int8 GEMM dimensions: multiples of 16
-constexpr std::int64_t kInt8MaxOrder = 131056;                 // padded K * 2^14 stays below 2^31
-// Where the dense path starts to pay (bench/NOTES.md): dense tiles on cuBLAS run about ten
-// times the sparse kernels' multiply-add rate, so they win once the block products exceed this
-// fraction of a dense product's.
-constexpr double kDenseFraction = 0.05;
+// The dense path's largest order: float64 stays exact below it, and the int8 planes' sums over
+// a whole plane vector (at most 128 n in magnitude) stay inside int32.
+constexpr std::int64_t kDenseMaxOrder = std::int64_t{1} << 21;
+constexpr std::int64_t kPlanePad = 16;  // int8 GEMM dimensions (and K pieces): multiples of 16
+// The longest K piece whose int32 sums are exact for every int8 encoding: 131056 * 2^14 (the
+// largest product of two plane entries, 128 * 128 for the offset byte planes) < 2^31. Narrower
+// values allow longer pieces (int8_piece_limit).
+constexpr std::int64_t kInt8MaxPiece = 131056;
 // A tiles at most this many rows: cuBLAS's GEMMs have M = 16384 then (the byte planes stack
 // two planes of rows, and float64 is at full speed well before).
 constexpr std::int64_t kMaxDenseTileRows = 8192;
@@ -36,8 +38,9 @@ constexpr std::int64_t pad_to_planes(std::int64_t x) { return (x + kPlanePad - 1
 // - int8_planes: any uint16 as two bytes offset by -128: one GEMM of the stacked planes, four
 //   products (its quadrants), the offsets taken back out through the planes' sums.
 // - float64: n up to kDenseMaxOrder, one product in float64.
-// The int8 forms share one bound: every product is at most 2^14 in magnitude, so sums of up to
-// kInt8MaxOrder terms stay inside int32.
+// The int8 forms' GEMMs sum in int32: every product of two plane entries is at most 2^14 in
+// magnitude, so a K piece of up to kInt8MaxPiece terms is exact; a longer inner dimension is
+// cut into pieces whose int32 products are summed in int64 (DensePlan::k_pieces).
 enum class DenseEncoding { int8_narrow, int8_split, int8_planes, float64 };
 constexpr std::uint32_t kNarrowMax = 127;
 constexpr int kSplitShift = 6;
@@ -61,12 +64,25 @@ struct DenseProblem {
   std::int64_t room = 0;            // device bytes for the numeric phase's buffers
   std::int64_t chunk_bytes = 0;     // --chunk-size
   std::int64_t record_bytes = 0;    // output record size
+  // The largest value of both operands' blocks (it bounds the plane entries and so the K
+  // pieces); 0 where unknown, which assumes the widest.
+  std::uint32_t largest_value = 0;
 };
 
-// Whether the dense path runs (the choice, or the block products against a dense product's).
-bool dense_path_pays(const DenseProblem& problem, const CudaChoices& choices);
-// The encoding for order n and the largest value of both operands' blocks.
+// The encoding for the largest value of both operands' blocks: float64 only where the choices
+// ask for it (any n the dense path takes has exact int8 pieces).
 DenseEncoding dense_encoding(std::int64_t n, std::uint32_t largest_value, const CudaChoices& choices);
+
+// The longest K piece (a multiple of kPlanePad) whose int32 sums are exact for `encoding`'s
+// planes of values up to `largest_value` (0: unknown, the widest planes): (2^31 - 1) over the
+// largest product of two plane entries. int8_narrow: u^2; int8_split: (hi + lo)^2 with
+// hi + lo <= (v >> 6) + min(v, 63); int8_planes: 128^2 whatever the values.
+std::int64_t int8_piece_limit(DenseEncoding encoding, std::uint32_t largest_value);
+
+// A K piece: inner entries [begin, begin + length) of the plane vectors.
+struct KPiece {
+  std::int64_t begin = 0, length = 0;
+};
 
 // Device buffers of the dense path for A tiles of `tile_rows` rows and B tiles of `tile_cols`
 // columns (of elements): float64 tiles and their product, or int8 plane vectors (each k_pitch
@@ -76,12 +92,13 @@ DenseEncoding dense_encoding(std::int64_t n, std::uint32_t largest_value, const 
 struct DenseWorkspace {
   std::int64_t a_float64 = 0, b_float64 = 0, c_float64 = 0;  // double
   std::int64_t a_planes = 0, b_planes = 0;                   // int8
-  std::int64_t products = 0;                                 // int32
+  std::int64_t products = 0;                                 // int32: one K piece's
   std::int64_t a_sums = 0, b_sums = 0;                       // int32
+  std::int64_t piece_sums = 0;  // int64: the K pieces' products summed, where there are several
   std::int64_t bytes() const;
 };
-DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int64_t k_pitch, std::int64_t tile_rows,
-                               std::int64_t tile_cols);
+DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int64_t k_pitch, std::int32_t k_pieces,
+                               std::int64_t tile_rows, std::int64_t tile_cols);
 
 struct DensePlan {
   DenseEncoding encoding = DenseEncoding::int8_planes;
@@ -91,6 +108,10 @@ struct DensePlan {
   bool b_resident = false;             // B's whole width in one tile, expanded once
   std::int64_t chunk_tiles = 0;        // output tiles a chunk may hold
   std::int64_t k_pitch = 0;            // a plane vector's length (n, padded for int8)
+  // The inner dimension in pieces of k_piece entries (the last one shorter), each an int8 GEMM
+  // with exact int32 sums; one piece of n for float64.
+  std::int64_t k_piece = 0;
+  std::int32_t k_pieces = 1;
   // Chunks of whole block-rows (dense_chunk_rows): the first panel row of each, then `rows`.
   std::vector<std::int32_t> chunk_rows;
   std::int32_t chunk_rows_max = 0;     // block-rows of the largest chunk: the A tile's height
@@ -99,6 +120,9 @@ struct DensePlan {
   // for chunks that use 0.6 GB) and B tiles of cols_per_tile block-columns.
   DenseWorkspace workspace;
 };
+
+// Piece `piece` (0 .. k_pieces - 1) of the plan's inner dimension.
+KPiece k_piece_at(const DensePlan& plan, std::int32_t piece);
 
 // Throws ResourceError naming the budget when the room cannot hold the smallest tiles.
 // `row_ptr`: the panel's output tiles by block-row (rows + 1 entries), which the chunks cut.
