@@ -8,15 +8,21 @@
 #include <string>
 
 #include "kernels/backend.hpp"
-#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda_start.hpp"
 #include "support/dense_reference.hpp"
 #include "support/multiply.hpp"
 
 namespace blockmm::testing {
 
+// GPUs CUDA sees in this process (one CudaStart a process, as blockmm has).
+inline int gpus_visible() {
+  static kernels::CudaStart probe(true);
+  return probe.device_count();
+}
+
 #define BLOCKMM_SKIP_WITHOUT_GPU()                                                                   \
   do {                                                                                               \
-    if (kernels::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible (or a build without CUDA)"; \
+    if (::blockmm::testing::gpus_visible() == 0) GTEST_SKIP() << "no CUDA device visible (or a build without CUDA)"; \
   } while (0)
 
 // The cuda backend's run of a x b under `choices` (and `budget` device bytes, 0: its default)
