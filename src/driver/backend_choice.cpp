@@ -101,13 +101,16 @@ multiply::TeamFactory team_factory(const Options& options, kernels::CudaStart& c
     try {
       if (gpus.empty()) throw ResourceError("no CUDA device is visible");
       const int visible = cuda.device_count();
-      const std::size_t count = options.settings.workers > 0 ? std::min<std::size_t>(gpus.size(), options.settings.workers)
-                                                             : gpus.size();
+      // One backend a GPU; BLOCKMM_WORKERS may ask for more (backends then share GPUs, and their
+      // memory), so that one GPU runs a team's paths too.
+      const std::size_t count = options.settings.workers > 0 ? static_cast<std::size_t>(options.settings.workers) : gpus.size();
+      const int per_gpu = static_cast<int>((count + gpus.size() - 1) / gpus.size());
       for (std::size_t g = 0; g < count; ++g) {
         kernels::CudaConfig config;
-        config.device = gpus[g];
-        config.sharers = gpu_sharers > 0 ? gpu_sharers
-                                         : std::max(1, (comm.node_size() + visible - 1 - config.device) / std::max(1, visible));
+        config.device = gpus[g % gpus.size()];
+        config.sharers = per_gpu * (gpu_sharers > 0 ? gpu_sharers
+                                                    : std::max(1, (comm.node_size() + visible - 1 - config.device) /
+                                                                      std::max(1, visible)));
         config.threads = threads;
         config.memory_budget = options.mem_budget;
         config.choices = cuda_choices(options.settings.cuda);

@@ -47,6 +47,8 @@ for spec in "m1 20000 1 0.002 65535" "m4 8192 4 0.02 1023 1.2" "m8 8192 8 0.05 6
   check one.bin "one backend" --gpus 1
   check all.bin "$several" --gpus all
   check panels.bin "B split by block-columns into 5 panels" BLOCKMM_B_PANELS=5
+  check two.bin "rows split over 2" BLOCKMM_WORKERS=2  # two backends, on one GPU where there is one
+  check three.bin "B split by block-columns into 4 panels over 3" BLOCKMM_WORKERS=3 BLOCKMM_B_PANELS=4
   check panels1.h5 "B split by block-columns into 3 panels" --gpus 1 BLOCKMM_B_PANELS=3
 done
 
