@@ -31,7 +31,6 @@ bool cuda_likely(const Options& options, std::int64_t input_bytes) {
 
 std::vector<std::string> apply_cuda_start_settings(const Options& options, const comm::LauncherPlacement& placement,
                                                    bool uses_mpi, const settings::Lookup& environment) {
-  if (!cuda_likely(options, input_file_bytes(options))) return {};
   kernels::NodePlace place;
   if (uses_mpi) {
     place.known = placement.knows_local_rank() && placement.local_size() > 0;

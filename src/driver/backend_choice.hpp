@@ -29,8 +29,9 @@ std::int64_t input_file_bytes(const Options& options);
 // Whether this run will probably use the GPU: --backend cuda, or auto with inputs this large.
 bool cuda_likely(const Options& options, std::int64_t input_bytes);
 
-// Before MPI and CUDA start (setenv: no other thread may run): what CUDA starts with where the
-// run will probably use it (kernels::cuda_visibility_setting, kernels::cuda_connections_setting).
+// Before MPI and CUDA start (setenv: no other thread may run), where the run will probably use a
+// GPU (cuda_likely): what CUDA starts with (kernels::cuda_visibility_setting,
+// kernels::cuda_connections_setting).
 // Returns the "NAME=value" settings it made.
 std::vector<std::string> apply_cuda_start_settings(const Options& options, const comm::LauncherPlacement& placement,
                                                    bool uses_mpi, const settings::Lookup& environment);

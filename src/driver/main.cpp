@@ -75,10 +75,12 @@ int main(int argc, char** argv) {
   const blockmm::comm::CommunicatorOptions comm_options = blockmm::comm::communicator_options(options.settings, placement);
   const bool uses_mpi = blockmm::comm::mpi_will_start(comm_options.mode, placement);
   std::vector<std::string> start_settings = blockmm::comm::apply_mpi_start_settings(uses_mpi, environment);
-  for (const std::string& setting : blockmm::driver::apply_cuda_start_settings(options, placement, uses_mpi, environment))
-    start_settings.push_back(setting);
   const bool gpu_likely = blockmm::driver::cuda_likely(options, blockmm::driver::input_file_bytes(options));
+  if (gpu_likely)
+    for (const std::string& setting : blockmm::driver::apply_cuda_start_settings(options, placement, uses_mpi, environment))
+      start_settings.push_back(setting);
   blockmm::kernels::CudaStart cuda(gpu_likely && blockmm::kernels::cuda_device_may_exist(environment("CUDA_VISIBLE_DEVICES")));
+  blockmm::driver::ProcessStart start{cuda, gpu_likely, start_settings, environment};
   std::unique_ptr<blockmm::comm::Communicator> comm;
   try {
     comm = std::make_unique<blockmm::comm::Communicator>(comm_options, &argc, &argv);
@@ -109,8 +111,8 @@ int main(int argc, char** argv) {
     const bool ends_at_once = false;
 #endif
     blockmm::driver::KeptUntilExit kept_until_exit;
-    blockmm::driver::RunStats stats = blockmm::driver::run_product(options, *comm, cuda, start_settings, environment,
-                                                                   ends_at_once ? &kept_until_exit : nullptr);
+    blockmm::driver::RunStats stats =
+        blockmm::driver::run_product(options, *comm, start, ends_at_once ? &kept_until_exit : nullptr);
     const std::string version = blockmm::driver::version_text();
     stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
     stats.command_line.assign(argv, argv + argc);

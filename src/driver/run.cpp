@@ -115,9 +115,10 @@ std::string setting_named(const std::vector<std::string>& settings, const std::s
 
 }  // namespace
 
-RunStats run_product(const Options& options, const comm::Communicator& comm, kernels::CudaStart& cuda,
-                     const std::vector<std::string>& start_settings, const settings::Lookup& environment,
+RunStats run_product(const Options& options, const comm::Communicator& comm, ProcessStart& start,
                      KeptUntilExit* kept_until_exit) {
+  kernels::CudaStart& cuda = start.cuda;
+  const std::vector<std::string>& start_settings = start.settings;
   const Stopwatch total_clock;
   RunStats stats;
   stats.started_utc = utc_now_iso8601();
@@ -131,7 +132,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, ker
   stats.settings = options.settings.given;
   // Threads and cores (driver/cores.hpp): --threads, OMP_NUM_THREADS, else the rank's share of
   // its node within the cores it is bound to; only Open MPI's unasked-for binding is widened.
-  const CorePlan cores = choose_cores(options.threads, comm.node_rank(), comm.node_size(), environment);
+  const CorePlan cores = choose_cores(options.threads, comm.node_rank(), comm.node_size(), start.environment);
   if (!cores.note.empty() && comm.is_root() && !options.quiet) std::cerr << "blockmm: note: " << cores.note << "\n";
   stats.threads = cores.threads;
   omp_set_num_threads(stats.threads);
@@ -164,7 +165,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, ker
   // CUDA's contexts start now, beside the reading, on the GPUs this rank drives.
   const std::int64_t input_bytes =
       (a_file->header().k + b_file->header().k) * record_bytes<std::uint16_t>(shape.m);
-  const bool gpu_likely = cuda_likely(options, input_bytes);
+  const bool gpu_likely = start.gpu_likely;
   const std::string visibility = setting_named(start_settings, "CUDA_VISIBLE_DEVICES");
   std::vector<int> gpus;
   if (gpu_likely) {

@@ -20,11 +20,17 @@ namespace blockmm::driver {
 // kernel releases device memory and the CUDA context at exit anyway (bench/NOTES.md item 23).
 using KeptUntilExit = std::vector<std::shared_ptr<void>>;
 
-// `cuda`: the process's CUDA start (its driver load begun before MPI started); `start_settings`:
-// what main set in the environment before MPI and CUDA started; `environment`: the launcher's
-// variables (the binding it chose).
-RunStats run_product(const Options& options, const comm::Communicator& comm, kernels::CudaStart& cuda,
-                     const std::vector<std::string>& start_settings, const settings::Lookup& environment,
+// What main began before the run: CUDA's start (its driver load begun before MPI started, where
+// the run will probably use a GPU: decided once, from the options and the inputs' sizes), what it
+// set in the environment before MPI and CUDA started, and the environment (the launcher's binding).
+struct ProcessStart {
+  kernels::CudaStart& cuda;
+  bool gpu_likely = false;
+  std::vector<std::string> settings;
+  settings::Lookup environment;
+};
+
+RunStats run_product(const Options& options, const comm::Communicator& comm, ProcessStart& start,
                      KeptUntilExit* kept_until_exit = nullptr);
 
 }  // namespace blockmm::driver

@@ -117,9 +117,11 @@ std::string stats_json(const RunStats& s) {
                     {"tiles", w.tiles},
                     {"bytes_built", w.bytes_built},
                     {"bytes_from_peers", w.bytes_from_peers},
-                    {"numeric_seconds", w.numeric_seconds}});
+                    {"numeric_seconds", w.numeric_seconds},
+                    {"setup_seconds", w.setup_seconds}});
   j["team"] = {{"layout", s.team_layout}, {"backends", team}};
   j["settings"] = s.settings;
+  j["input_bytes_read"] = s.input_bytes_read;
   j["distribution"] = s.distribution;
   j["shared_rows"] = s.shared_rows;
   j["b_shared_on_node"] = s.b_shared_on_node;
@@ -159,12 +161,14 @@ std::string stats_text(const RunStats& s) {
   out << phase_line("  writing", t.write, "inside numeric, beside the kernels: overlaps them across chunks");
   out << phase_line("commit", t.commit, "sync, close, rename") << phase_line("total", t.total);
   if (s.workers.size() > 1) {
-    out << "  team: " << s.team_layout << "\n";
+    out << "  team: " << s.team_layout << "; input records read " << bytes_text(static_cast<double>(s.input_bytes_read))
+        << "\n";
     for (const multiply::WorkerReport& w : s.workers)
       out << "    " << w.device << ": work " << with_thousands(w.block_products) << ", "
           << (w.b_panels > 0 ? std::to_string(w.b_panels) + " panels of B, " + with_thousands(w.b_columns) + " block-columns"
                              : with_thousands(w.rows) + " block-rows")
-          << ", built from " << bytes_text(static_cast<double>(w.bytes_built)) << ", copied in "
+          << ", setup " << fixed(w.setup_seconds, 3) << " s, built from " << bytes_text(static_cast<double>(w.bytes_built))
+          << ", copied in "
           << bytes_text(static_cast<double>(w.bytes_from_peers)) << ", numeric " << fixed(w.numeric_seconds, 3) << " s\n";
   }
   if (s.ranks > 1) {

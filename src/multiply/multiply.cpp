@@ -54,6 +54,7 @@ struct Panel {
   SharedNumericPlan shared;
   bool share_rows = false;
   std::int64_t b_records = 0;
+  std::int64_t input_records = 0;  // records this rank took from the files or its share of them
 };
 
 Panel build_panel(kernels::Backend& backend, const WorkInputs& in, const comm::Communicator& comm, const Options& options,
@@ -68,6 +69,7 @@ Panel build_panel(kernels::Backend& backend, const WorkInputs& in, const comm::C
     panel.a = std::move(whole.a);
     panel.b = std::move(whole.b);
     panel.b_records = in.b->header().k;
+    panel.input_records = in.a->header().k + in.b->header().k;
     build.stop();
     report.mine.build -= whole.read_upload_seconds;  // the reading's share of the build
     report.mine.read += whole.read_upload_seconds;
@@ -89,6 +91,8 @@ Panel build_panel(kernels::Backend& backend, const WorkInputs& in, const comm::C
   panel.share_rows = comm.sum(!dist.shared.empty() && handed_out ? 0 : 1) == 0;
   const bool share_b = dist.b_shared_on_node;
   panel.b_records = dist.b ? dist.b->size() : 0;
+  panel.input_records = panel.b_records + (dist.a ? dist.a->size() : 0) + (dist.below ? dist.below->size() : 0) +
+                        (dist.above ? dist.above->size() : 0);
   const PhaseScope build(report.mine, observer, Phase::build);
   comm.run_phase([&] {
     panel.a = backend.build(*dist.a, dist.a_spec);
@@ -269,6 +273,7 @@ Report multiply(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory&
     report.rank_bytes_exchanged =
         comm.gather_all(panel.dist.exchanged.bytes_sent + panel.dist.exchanged.bytes_received);
     report.rank_b_records = comm.gather_all(panel.b_records);
+    report.input_bytes_read = comm.sum(panel.input_records * record_bytes<std::uint16_t>(work_shape.m));
     multiply_panel(*team[0], panel, in, writer, comm, options, observer, report);
   }
   report.labels = in.relabelled.labels;

@@ -25,6 +25,7 @@ struct WorkerReport {
   std::int64_t bytes_built = 0;        // records it built operands from (for GPUs: uploaded)
   std::int64_t tiles = 0;
   double numeric_seconds = 0;
+  double setup_seconds = 0;            // its GPU's start (context and staging), where it waited for it
 };
 
 struct Report {
@@ -54,6 +55,10 @@ struct Report {
   // rank read or received (none on the other ranks of a node sharing B).
   bool b_shared_on_node = false;
   std::vector<std::int64_t> rank_b_records;
+  // Record bytes the ranks took from the input files (or from their share of them), summed: once
+  // A and B where one process reads both and its backends share them, more where ranks each read
+  // them whole.
+  std::int64_t input_bytes_read = 0;
   // Input moved through MPI, summed over the ranks that sent it (partition::ExchangeCounters).
   std::int64_t record_bytes_within_node = 0;
   std::int64_t record_bytes_between_nodes = 0;

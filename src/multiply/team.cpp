@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -177,6 +178,8 @@ void multiply_with_team(Team& team, io::InputFile* a_file, io::InputFile* b_file
   report.index_bytes_between_nodes = comm.sum(dist.exchanged.index_bytes_between_nodes);
   report.rank_bytes_exchanged = comm.gather_all(dist.exchanged.bytes_sent + dist.exchanged.bytes_received);
   report.rank_b_records = comm.gather_all(dist.b ? dist.b->size() : std::int64_t{0});
+  report.input_bytes_read = comm.sum(((dist.a ? dist.a->size() : 0) + (dist.b ? dist.b->size() : 0)) *
+                                     record_bytes<std::uint16_t>(shape.m));
   const std::int32_t row_begin = dist.bounds[comm.rank()], row_end = dist.bounds[comm.rank() + 1];
 
   std::vector<Worker> workers(backends);
@@ -399,6 +402,9 @@ void multiply_with_team(Team& team, io::InputFile* a_file, io::InputFile* b_file
     WorkerReport& out = worker.report;
     out.device = worker.numeric.device.empty() ? team[w]->name() : worker.numeric.device;
     report.device += (w == 0 ? "" : "; ") + out.device;
+    const std::map<std::string, double> steps = team[w]->step_seconds();
+    for (const char* step : {"setup: context (warm-up)", "setup: wait for the context"})
+      if (const auto it = steps.find(step); it != steps.end()) out.setup_seconds += it->second;
     const kernels::BackendCounters counters = team[w]->counters();
     out.bytes_built = counters.bytes_built;
     out.bytes_from_peers = counters.bytes_from_peers;

@@ -54,7 +54,7 @@ done
 
 # A budget below B: B split by block-columns and streamed, on one GPU and on all, each GPU within
 # its budget (the backends' peak device bytes are what the plan allowed: the run fails otherwise).
-make_case big 16384 8 0.002 1023 0 0.05  # A small, B large
+make_case big 65536 8 0.002 1023 0 0.1  # A small (18 MB), B large (0.9 GB)
 b_bytes=$(stat -c %s "$work/big.B.bin")
 budget=$(( b_bytes / 2 ))
 check stream1.bin "streamed" --gpus 1 --mem-budget "$budget"

@@ -154,11 +154,10 @@ class CudaBackend final : public Backend {
     return budget_ > 0 ? std::max<std::int64_t>(1, budget_ - *resident_) : free_memory_share();
   }
 
-  // Two chunks of a tile unit each, as the sparse plan needs at least, and the work units.
+  // Two output buffers of a few work units each, as the sparse plan needs at least, and room for
+  // the work units and the pipeline's small arrays.
   std::int64_t numeric_bytes_at_least(std::int32_t m) const override {
-    return std::int64_t{64} << 20 > 4 * cuda::kThreadsPerUnit * record_bytes<std::uint32_t>(m)
-               ? std::int64_t{64} << 20
-               : 4 * cuda::kThreadsPerUnit * record_bytes<std::uint32_t>(m);
+    return 4 * std::int64_t{cuda::kThreadsPerUnit} * record_bytes<std::uint32_t>(m) + (std::int64_t{16} << 20);
   }
 
   // Both whole inputs built on the device (never by the host fallback), when their builds'
