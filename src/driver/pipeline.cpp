@@ -271,11 +271,14 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
     mine.build = clock.lap() - whole.read_upload_seconds;
   } else {
     // Ranks of one node that each need all of B read one copy of it
-    // (driver/shared_right_operand.hpp): the node's first rank reads and builds it.
+    // (driver/shared_right_operand.hpp): the node's first rank reads and builds it, in memory
+    // that every rank of the node holds before the decision (or none of them shares).
+    std::unique_ptr<comm::NodeSharedMemory> b_memory;
+    comm.run_phase([&] { b_memory = comm.node_shared_memory(right_operand_may_be_shared(*backend)); });
     dist = partition::distribute(*a_input, *b_input, comm,
                                  backend->computes_handed_out_tiles() ? row_sharing(comm.size(), shape.m, stats.threads)
                                                                       : partition::RowSharing{},
-                                 right_operand_may_be_shared(*backend, work_shape, b_input->header().k));
+                                 b_memory != nullptr);
     mine.read += dist.read_seconds;
     mine.exchange = dist.exchange_seconds;
     mine.build = dist.build_seconds;
@@ -295,7 +298,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
       dist.below.reset();
       dist.above.reset();
     });
-    if (share_b) comm.run_phase([&] { b = right_operand_shared_on_node(std::move(b), comm); });
+    if (share_b) comm.run_phase([&] { b = right_operand_shared_on_node(std::move(b), *b_memory, comm); });
+    b_memory.reset();
     mine.build += clock.lap();
   }
   stats.distribution = partition::to_string(dist.method);

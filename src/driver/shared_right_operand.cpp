@@ -1,7 +1,5 @@
 #include "driver/shared_right_operand.hpp"
 
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -42,11 +40,6 @@ SharedLayout layout_of(const SharedHeader& h) {
   return l;
 }
 
-// The shared copy's bytes for B's rows [0, p) with `blocks` blocks kept at most.
-std::int64_t shared_copy_bytes(MatrixShape shape, std::int64_t blocks) {
-  return layout_of({shape.n, shape.m, 0, shape.block_rows(), blocks}).bytes;
-}
-
 // Copies `bytes` from `from` with the rank's threads (B is tens of MB: a few ms on one).
 void copy_in_parallel(std::byte* to, const void* from, std::int64_t bytes) {
   const auto* source = static_cast<const std::byte*>(from);
@@ -58,20 +51,16 @@ void copy_in_parallel(std::byte* to, const void* from, std::int64_t bytes) {
 
 }  // namespace
 
-bool right_operand_may_be_shared(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records_in_file) {
+bool right_operand_may_be_shared(const kernels::Backend& backend) {
   const char* setting = std::getenv("BLOCKMM_SHARE_B");
   if (setting != nullptr && std::string(setting) == "0") return false;
-  if (!backend.right_operand_shareable()) return false;
-  // The copy is a file in /dev/shm, often small in containers, where it would fail to allocate:
-  // its bound (every record kept, in whole 2 MiB pages) must fit the free space with an eighth
-  // to spare, or each rank keeps its own B.
-  const std::int64_t bound = comm::NodeSharedBytes::space_for(shared_copy_bytes(shape, b_records_in_file));
-  struct statvfs fs {};
-  return ::statvfs("/dev/shm", &fs) == 0 &&
-         static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize) >= 1.125 * static_cast<double>(bound);
+  // The memory is anonymous (no /dev/shm file, whose size containers often cap at 64 MB): it is
+  // the node's memory, of which one copy takes less than a copy a rank.
+  return backend.right_operand_shareable();
 }
 
 std::unique_ptr<kernels::Operand> right_operand_shared_on_node(std::unique_ptr<kernels::Operand> b,
+                                                               comm::NodeSharedMemory& memory,
                                                                const comm::Communicator& comm) {
   const bool first = comm.rank() == comm.node_leader();
   if (first != (b != nullptr))
@@ -83,7 +72,7 @@ std::unique_ptr<kernels::Operand> right_operand_shared_on_node(std::unique_ptr<k
     header = {own->shape.n, own->shape.m, own->row_begin, own->row_end, own->blocks()};
   }
   const std::int64_t bytes = first ? layout_of(header).bytes : 0;
-  std::shared_ptr<comm::NodeSharedBytes> shared = comm.node_shared_bytes(bytes);
+  std::shared_ptr<comm::NodeSharedBytes> shared = memory.map(bytes);
   if (first) {
     const SharedLayout l = layout_of(header);
     std::memcpy(shared->data(), &header, sizeof header);

@@ -1,8 +1,9 @@
 // The right operand that the ranks of one node read from one copy (issue 21). Two copies of B
 // in a node's caches cost two single-thread ranks 7-9 % against one two-thread process on C8
-// (bench/NOTES.md item 22); with one copy in memory the node's ranks share (comm::NodeSharedBytes,
-// on huge pages: item 24), the node's first rank alone reads and builds B (partition::distribute
-// decides it before any rank reads B) and every rank's kernels read it there.
+// (bench/NOTES.md item 22); with one copy in memory the node's ranks share
+// (comm/node_shared_memory.hpp, on huge pages: item 24), the node's first rank alone reads and
+// builds B (partition::distribute decides it before any rank reads B, where the node's ranks all
+// hold that memory) and every rank's kernels read it there.
 #pragma once
 
 #include <memory>
@@ -13,15 +14,15 @@
 namespace blockmm::driver {
 
 // Whether this rank may share its right operand with the ranks of its node: the backend computes
-// on host operands, the copy of B's `b_records_in_file` records would fit /dev/shm (where the
-// shared copy lives), and BLOCKMM_SHARE_B is not "0". Not collective: partition::distribute
-// shares B where every rank of a node (several of them) may and needs all of B.
-bool right_operand_may_be_shared(const kernels::Backend& backend, MatrixShape shape, std::int64_t b_records_in_file);
+// on host operands and BLOCKMM_SHARE_B is not "0". Not collective: comm::Communicator::
+// node_shared_memory makes the memory where every rank of a node may, and partition::distribute
+// shares B where the node's ranks hold that memory and each needs all of B.
+bool right_operand_may_be_shared(const kernels::Backend& backend);
 
 // Collective over the node: its first rank passes the host operand it built, the others null;
-// every rank gets an operand over one copy in memory the node's ranks share (the first rank's
-// own copy is freed).
+// every rank gets an operand over one copy in `memory` (the first rank's own copy is freed).
 std::unique_ptr<kernels::Operand> right_operand_shared_on_node(std::unique_ptr<kernels::Operand> b,
+                                                               comm::NodeSharedMemory& memory,
                                                                const comm::Communicator& comm);
 
 }  // namespace blockmm::driver
