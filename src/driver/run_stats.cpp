@@ -67,7 +67,7 @@ std::size_t utf8_sequence(const unsigned char* at, std::size_t left) {
 
 // Names are bytes on Linux, and a JSON text is UTF-8: well-formed UTF-8 passes unchanged, and
 // each other byte becomes the character of the same number (U+0080-U+00FF, as Latin-1 reads it),
-// so that no name makes the JSON writer fail (docs/stats.md).
+// so that no name makes the JSON writer fail (docs/design.md, record 18).
 std::string json_text(const std::string& bytes) {
   std::string text;
   text.reserve(bytes.size());

@@ -225,8 +225,8 @@ void check_distinct_outputs(const std::string& first, const std::string& second,
 void remove_temporary_from_signal_handler() noexcept { remove_registered(); }
 
 void install_cleanup_handlers() {
-  // SIGPIPE too: a rank whose launcher is gone (mpirun's second Ctrl-C ends mpirun at once,
-  // without signalling the ranks) dies by it at its next write to the launcher's closed pipes.
+  // SIGPIPE too: a process whose stdout or stderr has no reader left (a launcher that is gone, a
+  // pipe closed early) dies by it at its next write there.
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
     struct sigaction action {};
     action.sa_handler = remove_temporary_and_reraise;
@@ -391,7 +391,7 @@ void AtomicOutput::commit() {
   });
   done_ = true;
   disarm_cleanup(cleanup_slot_);
-  unwatch_temporary(cleanup_slot_);  // after the rename: a kill before it leaves the watcher a name that is gone
+  unwatch_temporary(cleanup_slot_);  // after the rename: killed in between, the watcher finds the name gone
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }

@@ -67,7 +67,16 @@ void send_message(const Message& message, const char* path) noexcept {
   bool registered[kWatchedSlots] = {};
   Message message{};
   while (read_fully(socket, &message, sizeof message)) {
-    if (message.slot < 0 || message.slot >= kWatchedSlots || message.path_bytes >= PATH_MAX) break;
+    if (message.slot < 0 || message.slot >= kWatchedSlots || message.path_bytes >= PATH_MAX) {
+      // Out of step (never sent so): the process may still be writing its files, so nothing is
+      // removed before the socket ends; what is registered still goes then, by inode.
+      char sink[4096];
+      for (;;) {
+        const ssize_t got = ::read(socket, sink, sizeof sink);
+        if (got == 0 || (got < 0 && errno != EINTR)) break;
+      }
+      break;
+    }
     const auto slot = static_cast<std::size_t>(message.slot);
     registered[slot] = false;
     if (message.path_bytes == 0) continue;
@@ -113,11 +122,10 @@ void start_cleanup_watcher() noexcept {
   const pid_t pid = ::fork();
   if (pid == 0) become_watcher(ends[1]);
   ::close(ends[1]);
-  if (pid < 0) {
-    ::close(ends[0]);
-    return;
-  }
-  g_socket = ends[0];
+  // Above stdio, so that nothing meant for stdout or stderr (closed when the program started)
+  // reaches the watcher.
+  g_socket = pid < 0 ? -1 : ::fcntl(ends[0], F_DUPFD_CLOEXEC, 3);
+  ::close(ends[0]);
 }
 
 void watch_temporary(int slot, const char* path, std::uint64_t inode) noexcept {
