@@ -1,13 +1,8 @@
 #include "comm/communicator.hpp"
 
-#include <fcntl.h>
 #include <mpi.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +12,7 @@
 
 #include "comm/launcher.hpp"
 #include "comm/mpi_check.hpp"
+#include "comm/node_comms.hpp"
 #include "core/error.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -24,10 +20,6 @@
 #endif
 
 namespace blockmm::comm {
-struct Communicator::NodeComms {
-  MPI_Comm node = MPI_COMM_NULL;     // the ranks of this node
-  MPI_Comm leaders = MPI_COMM_NULL;  // rank 0 of every node (MPI_COMM_NULL on the others)
-};
 
 CommunicatorOptions communicator_options(const settings::Settings& settings, const LauncherPlacement& placement) {
   CommunicatorOptions c;
@@ -40,6 +32,8 @@ CommunicatorOptions communicator_options(const settings::Settings& settings, con
   if (settings.file_io == settings::FileIo::mpi) c.file_access = FileAccess::mpi_io;
   if (settings.file_io == settings::FileIo::posix || settings.file_io == settings::FileIo::pwrite)
     c.file_access = FileAccess::posix;
+  c.node_memory_test.refuse_on_node_rank = settings.test_node_memory_refuse;
+  c.node_memory_test.pause_after_allocation = settings.test_node_memory_pause;
   return c;
 }
 
@@ -50,6 +44,7 @@ bool mpi_will_start(MpiMode mode, const LauncherPlacement& placement) {
 Communicator::Communicator(const CommunicatorOptions& options, int* argc, char*** argv) {
   uses_mpi_ = mpi_will_start(options.mode, options.placement);
   piece_bytes_ = options.piece_bytes >= 8 && options.piece_bytes <= kMpiPieceBytes ? options.piece_bytes : kMpiPieceBytes;
+  node_memory_test_ = options.node_memory_test;
   if (!uses_mpi_) return;
   int initialized = 0;
   BLOCKMM_MPI_CHECK(MPI_Initialized(&initialized));
@@ -387,116 +382,6 @@ NodeCounters::~NodeCounters() {
   (void)MPI_Win_unlock_all(window_->win);
   (void)MPI_Barrier(window_->node);
   (void)MPI_Win_free(&window_->win);
-}
-
-struct NodeSharedBytes::Mapping {
-  MPI_Comm node = MPI_COMM_NULL;
-  int node_rank = 0;
-  void* reserved = nullptr;  // the address range around the mapping (its space_for + 2 MiB, unmapped whole)
-  std::vector<std::uint64_t> local;  // without MPI
-};
-
-namespace {
-
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-#ifndef MADV_COLLAPSE
-constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older kernels answer EINVAL, and small pages stay
-#endif
-
-// Maps `fd` (`bytes` long) at a 2 MiB boundary, inside `reserved` (an address range of `bytes`
-// + 2 MiB, unmapped whole later): a PMD can map a huge page only where the address and the file
-// offset agree modulo 2 MiB. Null on failure (errno says why); `reserved` is set where the range
-// was reserved.
-std::byte* map_at_huge_boundary(int fd, std::size_t bytes, void*& reserved) {
-  void* range = ::mmap(nullptr, bytes + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (range == MAP_FAILED) return nullptr;
-  reserved = range;
-  const std::uintptr_t aligned = (reinterpret_cast<std::uintptr_t>(range) + kHugePage - 1) & ~(kHugePage - 1);
-  void* data = ::mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-  return data == MAP_FAILED ? nullptr : static_cast<std::byte*>(data);
-}
-
-}  // namespace
-
-std::int64_t NodeSharedBytes::space_for(std::int64_t bytes) {
-  const auto huge = static_cast<std::int64_t>(kHugePage);
-  return (std::max<std::int64_t>(bytes, 1) + huge - 1) / huge * huge;
-}
-
-std::unique_ptr<NodeSharedBytes> Communicator::node_shared_bytes(std::int64_t bytes) const {
-  std::unique_ptr<NodeSharedBytes> shared(new NodeSharedBytes());
-  shared->mapping_ = std::make_unique<NodeSharedBytes::Mapping>();
-  NodeSharedBytes::Mapping& m = *shared->mapping_;
-  shared->size_ = bytes;
-  if (!node_comms_) {
-    m.local.assign(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 8) + 7) / 8, 0);
-    shared->data_ = reinterpret_cast<std::byte*>(m.local.data());
-    return shared;
-  }
-  m.node = node_comms_->node;
-  BLOCKMM_MPI_CHECK(MPI_Comm_rank(m.node, &m.node_rank));
-  // The first rank's size is the node's (as for an MPI window: the others pass 0).
-  long long leader_bytes = std::max<std::int64_t>(bytes, 1);
-  BLOCKMM_MPI_CHECK(MPI_Bcast(&leader_bytes, 1, MPI_LONG_LONG, 0, m.node));
-  shared->size_ = leader_bytes;
-  const auto mapped = static_cast<std::size_t>(NodeSharedBytes::space_for(leader_bytes));
-  // The node's first rank names and sizes the file (its blocks allocated now: a full /dev/shm
-  // is an error here, not a SIGBUS later); every rank opens and maps it; then it is unlinked, so
-  // that nothing is left in /dev/shm once the ranks end, however they end.
-  static std::atomic<int> serial{0};
-  char name[64] = {};
-  int fd = -1;
-  int failure = 0;  // errno of this rank's first failing step
-  bool created = false;
-  if (m.node_rank == 0) {
-    std::snprintf(name, sizeof name, "/blockmm-%ld-%d", static_cast<long>(::getpid()), serial++);
-    fd = ::shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    created = fd >= 0;
-    if (fd < 0) failure = errno;
-    if (failure == 0) failure = ::posix_fallocate(fd, 0, static_cast<off_t>(mapped));
-  }
-  BLOCKMM_MPI_CHECK(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, m.node));
-  if (m.node_rank != 0) {
-    fd = ::shm_open(name, O_RDWR, 0600);
-    if (fd < 0) failure = errno;
-  }
-  if (failure == 0) {
-    shared->data_ = map_at_huge_boundary(fd, mapped, m.reserved);
-    if (shared->data_ == nullptr) failure = errno != 0 ? errno : ENOMEM;
-  }
-  if (fd >= 0) ::close(fd);
-  int worst = 0;
-  BLOCKMM_MPI_CHECK(MPI_Allreduce(&failure, &worst, 1, MPI_INT, MPI_MAX, m.node));  // every rank has opened it
-  if (created) ::shm_unlink(name);
-  if (worst != 0) {
-    if (m.reserved != nullptr) ::munmap(m.reserved, mapped + kHugePage);
-    m.reserved = nullptr;
-    shared->data_ = nullptr;
-    throw ResourceError("cannot share " + std::to_string((leader_bytes >> 20) + 1) + " MiB among the ranks of a node in /dev/shm: " +
-                        std::strerror(worst));
-  }
-  // Huge pages where the kernel makes them (best effort): the first rank's collapse puts the
-  // file's blocks in 2 MiB pages; the others map them in publish().
-  if (m.node_rank == 0) (void)::madvise(shared->data_, mapped, MADV_COLLAPSE);
-  return shared;
-}
-
-void NodeSharedBytes::publish() const {
-  Mapping& m = *mapping_;
-  if (m.node == MPI_COMM_NULL) return;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  BLOCKMM_MPI_CHECK(MPI_Barrier(m.node));
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (m.node_rank != 0) (void)::madvise(data_, static_cast<std::size_t>(space_for(size_)), MADV_COLLAPSE);
-}
-
-NodeSharedBytes::~NodeSharedBytes() {
-  Mapping& m = *mapping_;
-  if (m.node == MPI_COMM_NULL || m.reserved == nullptr) return;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) (void)MPI_Barrier(m.node);  // no rank unmaps while another still reads
-  ::munmap(m.reserved, static_cast<std::size_t>(space_for(size_)) + kHugePage);
 }
 
 std::uint64_t NodeCounters::fetch_add(int index, std::uint64_t value) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/launcher.hpp"
+#include "comm/node_shared_memory.hpp"
 #include "core/large_buffer.hpp"
 #include "settings/settings.hpp"
 
@@ -40,6 +41,7 @@ struct CommunicatorOptions {
   bool simulate_nodes = false;  // every rank its own node, for the distribution
   std::int64_t piece_bytes = kMpiPieceBytes;  // lower in tests, to cross piece boundaries
   FileAccess file_access = FileAccess::automatic;
+  NodeMemoryTestHook node_memory_test;  // tests only
 };
 
 // The options the settings ask for (BLOCKMM_MPI, BLOCKMM_SIMULATE_NODES, BLOCKMM_MPI_PIECE_BYTES,
@@ -69,35 +71,6 @@ class NodeCounters {
   std::unique_ptr<Window> window_;
   std::uint64_t* counters_ = nullptr;
   int count_ = 0;
-};
-
-// Bytes that the ranks of one node share: the node's first rank allocates them and fills them,
-// every rank of the node reads them (a file in /dev/shm that every rank maps, unlinked once all
-// have; ordinary memory without MPI). The mapping starts on a 2 MiB boundary and, where the
-// kernel can (MADV_COLLAPSE, Linux 6.1), is backed by huge pages even where shared memory's
-// transparent huge pages are off: the kernels' random reads of B cost a TLB miss a 4 KiB page
-// otherwise, which one process's private B on huge pages never paid (bench/NOTES.md item 24).
-// Made by Communicator::node_shared_bytes; destroying it is collective over the node, like
-// NodeCounters.
-class NodeSharedBytes {
- public:
-  ~NodeSharedBytes();
-  NodeSharedBytes(const NodeSharedBytes&) = delete;
-  NodeSharedBytes& operator=(const NodeSharedBytes&) = delete;
-  std::byte* data() const { return data_; }
-  std::int64_t size() const { return size_; }
-  // Collective over the node: what the first rank wrote before it is visible to every rank after.
-  void publish() const;
-  // The /dev/shm space that sharing `bytes` takes (whole 2 MiB pages).
-  static std::int64_t space_for(std::int64_t bytes);
-
- private:
-  friend class Communicator;
-  struct Mapping;
-  NodeSharedBytes() = default;
-  std::unique_ptr<Mapping> mapping_;
-  std::byte* data_ = nullptr;
-  std::int64_t size_ = 0;
 };
 
 class Communicator {
@@ -145,9 +118,12 @@ class Communicator {
   // Collective over this node's ranks (as the distribution sees nodes): `count` counters at 0,
   // shared by them.
   std::unique_ptr<NodeCounters> node_counters(int count) const;
-  // Collective over this node's ranks: `bytes` (the value on the node's first rank counts) that
-  // they share, uninitialised; the first rank writes them, then every rank calls publish().
-  std::unique_ptr<NodeSharedBytes> node_shared_bytes(std::int64_t bytes) const;
+  // Collective over this node's ranks (as the distribution sees nodes): memory they can share
+  // (comm/node_shared_memory.hpp), not yet sized. Null on every rank of the node where any of
+  // them passes `wanted` false or cannot reach the memory, where the node has one rank, and
+  // without MPI: the same answer on every rank of a node, so that they all take the same path
+  // (each keeps a copy of its own otherwise).
+  std::unique_ptr<NodeSharedMemory> node_shared_memory(bool wanted) const;
 
   // Personalised all-to-all of bytes. `send` holds the bytes for rank 0, then rank 1, ...
   // (send_bytes[r] each); the result holds what ranks 0, 1, ... sent here, and recv_bytes
@@ -183,6 +159,7 @@ class Communicator {
   bool simulated_nodes_ = false;
   std::int64_t piece_bytes_ = kMpiPieceBytes;
   FileAccess file_access_ = FileAccess::posix;
+  NodeMemoryTestHook node_memory_test_;
   std::vector<int> node_of_{0};  // per rank
   // The node's ranks and the node leaders (MPI communicators, kept for node-level collectives
   // such as a shared window; mpi.h stays out of this header).

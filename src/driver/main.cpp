@@ -1,6 +1,7 @@
 // blockmm: exact block-sparse C = A x B. See README.md for usage and docs/design.md for the design.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <string>
@@ -99,10 +100,19 @@ int main(int argc, char** argv) {
       blockmm::io::check_not_an_input(options.stats_file, "--stats-file", {options.a_path, options.b_path});
       blockmm::io::check_distinct_outputs(options.out_path, options.stats_file, "--stats-file");
     });
+    // Its writer is opened now too: after the product's commit only writing into the reserved
+    // space, a sync and a rename are left. The reservation covers the command line's bytes six
+    // times over (a control character is written \u00XX, a byte that is not UTF-8 as two bytes).
     std::unique_ptr<blockmm::io::AtomicOutput> stats_file;
+    std::unique_ptr<blockmm::io::FileWriter> stats_writer;
     if (!options.stats_file.empty()) {
       stats_file = std::make_unique<blockmm::io::AtomicOutput>(options.stats_file, *comm);
-      comm->run_phase([&] { stats_file->reserve((std::int64_t{64} << 10) + std::int64_t{1024} * comm->size()); });
+      std::int64_t argument_bytes = 0;
+      for (int a = 0; a < argc; ++a) argument_bytes += static_cast<std::int64_t>(std::strlen(argv[a]));
+      comm->run_phase([&] {
+        stats_file->reserve((std::int64_t{64} << 10) + std::int64_t{1024} * comm->size() + 6 * argument_bytes);
+      });
+      comm->run_phase([&] { stats_writer = stats_file->open_writer(); });
     }
     // A run on its own ends with _Exit below: what the run holds is left to the kernel.
 #ifndef __SANITIZE_ADDRESS__
@@ -122,14 +132,12 @@ int main(int argc, char** argv) {
     }
     if (stats_file) {
       const std::string json = blockmm::driver::stats_json(stats) + "\n";
-      std::unique_ptr<blockmm::io::FileWriter> writer;
-      comm->run_phase([&] { writer = stats_file->open_writer(); });
       comm->run_phase([&] {
         if (comm->is_root()) {
-          writer->write_at(0, json.data(), static_cast<std::int64_t>(json.size()));
+          stats_writer->write_at(0, json.data(), static_cast<std::int64_t>(json.size()));
           stats_file->set_size(static_cast<std::int64_t>(json.size()));
         }
-        writer->sync_and_close();
+        stats_writer->sync_and_close();
       });
       stats_file->commit();
     }

@@ -12,9 +12,11 @@
 #include <cstring>
 #include <cstdlib>
 #include <algorithm>
+#include <cctype>
 #include <random>
 
 #include "core/error.hpp"
+#include "io/cleanup_watcher.hpp"
 #include "io/mapped_writer.hpp"
 
 namespace blockmm::io {
@@ -23,6 +25,7 @@ namespace {
 // The temporary files a signal handler must remove: the product and the stats file. Plain arrays
 // and flags: the handler may only use async-signal-safe calls.
 constexpr int kCleanupSlots = 4;
+static_assert(kCleanupSlots <= kWatchedSlots, "every registered temporary file is watched too");
 char g_cleanup_path[kCleanupSlots][PATH_MAX];
 volatile std::sig_atomic_t g_cleanup_armed[kCleanupSlots] = {};
 
@@ -108,21 +111,36 @@ bool same_file(const struct stat& a, std::uint64_t device, std::uint64_t inode) 
   return static_cast<std::uint64_t>(a.st_dev) == device && static_cast<std::uint64_t>(a.st_ino) == inode;
 }
 
-// Removes this target's temporary files left on this host by runs whose process no longer exists
-// (killed with SIGKILL, or a node that rebooted), and says so on stderr. Files of live processes,
-// of other hosts, not regular or not ours are left alone.
-void remove_stale_temporaries(const std::string& dir, const std::string& prefix) {
+// The process id in `name` where it names a temporary output made on this host ("." + <name> +
+// ".blockmm-tmp." + host + "." + <pid> + "." + <6 random characters>), else -1.
+long temporary_owner(const std::string& name, const std::string& host) {
+  const std::string marker = kMarker + host + ".";
+  if (name.size() < 2 + marker.size() + 2 + kRandomChars || name[0] != '.') return -1;
+  const std::size_t random_at = name.size() - kRandomChars;
+  if (name[random_at - 1] != '.') return -1;
+  for (std::size_t c = random_at; c < name.size(); ++c)
+    if (std::isalnum(static_cast<unsigned char>(name[c])) == 0) return -1;
+  const std::size_t pid_end = random_at - 1;
+  std::size_t pid_begin = pid_end;
+  while (pid_begin > 0 && pid_end - pid_begin < kPidDigits && name[pid_begin - 1] >= '0' && name[pid_begin - 1] <= '9')
+    --pid_begin;
+  if (pid_begin == pid_end || pid_begin < marker.size() + 2) return -1;  // "." and a character of the name first
+  if (name.compare(pid_begin - marker.size(), marker.size(), marker) != 0) return -1;
+  return std::strtol(name.substr(pid_begin, pid_end - pid_begin).c_str(), nullptr, 10);
+}
+
+// Removes the temporary outputs in `dir` left on this host by runs whose process no longer
+// exists (killed with SIGKILL, or a node that rebooted), whatever output they were writing, and
+// says so on stderr: any run that writes into a folder clears it of such leftovers, not only a
+// later run on the same output. Files of live processes, of other hosts, not regular or not
+// ours are left alone.
+void remove_stale_temporaries(const std::string& dir, const std::string& host) {
   DIR* listing = ::opendir(dir.c_str());
   if (listing == nullptr) return;  // the creation below reports an unusable directory
   const int dir_fd = ::dirfd(listing);
   while (const dirent* entry = ::readdir(listing)) {
     const std::string name = entry->d_name;
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string rest = name.substr(prefix.size());  // "<pid>.<random>"
-    const std::size_t dot = rest.find('.');
-    if (dot == 0 || dot == std::string::npos || dot > kPidDigits || rest.size() - dot - 1 != kRandomChars) continue;
-    if (rest.find_first_not_of("0123456789") != dot) continue;
-    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    const long pid = temporary_owner(name, host);
     if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to know
     struct stat st {};
@@ -207,7 +225,9 @@ void check_distinct_outputs(const std::string& first, const std::string& second,
 void remove_temporary_from_signal_handler() noexcept { remove_registered(); }
 
 void install_cleanup_handlers() {
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+  // SIGPIPE too: a process whose stdout or stderr has no reader left (a launcher that is gone, a
+  // pipe closed early) dies by it at its next write there.
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
     struct sigaction action {};
     action.sa_handler = remove_temporary_and_reraise;
     sigemptyset(&action.sa_mask);
@@ -217,6 +237,9 @@ void install_cleanup_handlers() {
   // Past a file-size limit a write fails with EFBIG (reported, exit 4, temporary removed) instead
   // of the process dying silently with a partial temporary file.
   std::signal(SIGXFSZ, SIG_IGN);
+  // What no handler here can catch (SIGKILL of this process, an _exit inside Open MPI once its
+  // launcher is gone) is left to a watcher process (cleanup_watcher.hpp).
+  start_cleanup_watcher();
 }
 
 static bool is_character_device(const std::string& path) {
@@ -242,7 +265,7 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
                                    "or remove it first)");
       const std::string dir = directory_of(target);
       const std::string host = host_tag();
-      remove_stale_temporaries(dir, name_prefix(base_name(target), host));
+      remove_stale_temporaries(dir, host);
       const std::string prefix = temporary_prefix(target, host, static_cast<long>(::getpid()));
       for (int attempt = 0; fd_ < 0; ++attempt) {
         temporary_ = prefix + random_suffix();
@@ -258,6 +281,7 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
       created_mode_ = made.st_mode & 07777;
       device_ = static_cast<std::uint64_t>(made.st_dev);
       inode_ = static_cast<std::uint64_t>(made.st_ino);
+      watch_temporary(cleanup_slot_, temporary_.c_str(), inode_);
       // Private while partial; the final permissions are set at commit. Ranks run as one user.
       if (::fchmod(fd_, 0600) != 0)
         throw OutputError(target + ": cannot prepare the temporary file " + temporary_ + ": " + errno_text(errno));
@@ -274,6 +298,7 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
     device_ = std::strtoull(identity.c_str(), &end, 10);
     inode_ = std::strtoull(end, nullptr, 10);
     cleanup_slot_ = arm_cleanup(temporary_);
+    watch_temporary(cleanup_slot_, temporary_.c_str(), inode_);
   }
 }
 
@@ -367,6 +392,7 @@ void AtomicOutput::commit() {
   });
   done_ = true;
   disarm_cleanup(cleanup_slot_);
+  unwatch_temporary(cleanup_slot_);  // after the rename: killed in between, the watcher finds the name gone
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
@@ -382,6 +408,7 @@ void AtomicOutput::abandon() noexcept {
   if (!temporary_.empty() && ::lstat(temporary_.c_str(), &named) == 0 && S_ISREG(named.st_mode) &&
       static_cast<std::uint64_t>(named.st_ino) == inode_)
     ::unlink(temporary_.c_str());
+  unwatch_temporary(cleanup_slot_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }

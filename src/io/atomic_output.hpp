@@ -4,9 +4,10 @@
 // descriptor from creation to rename and writes (and lets HDF5 write) through it, never by
 // reopening the name; other ranks open the name without following links and check that they got
 // the file rank 0 created; at commit rank 0 checks that the name still points at the file written
-// before it renames. Interrupted runs (SIGINT, SIGTERM, SIGHUP, SIGQUIT) remove the temporary file
-// from a signal handler; temporary files of killed runs (SIGKILL) carry the host and process id
-// in their name, and the next run on the same output removes those whose process is gone.
+// before it renames. Interrupted runs (SIGINT, SIGTERM, SIGHUP, SIGQUIT, and SIGPIPE, which kills a
+// rank whose launcher is gone) remove the temporary file from a signal handler; temporary files
+// of killed runs (SIGKILL) carry the host and process id in their name, and the next run writing
+// into the same folder removes those whose process is gone.
 // A character device as target (/dev/null, say, for timing runs) is written in place: renaming
 // over it would replace the device node.
 #pragma once
@@ -43,8 +44,8 @@ void check_distinct_outputs(const std::string& first, const std::string& second,
 
 class AtomicOutput {
  public:
-  // Collective: rank 0 removes stale temporary files of this target left by killed runs on this
-  // host, creates "<dir>/.<name>.blockmm-tmp.<host>.<pid>.XXXXXX", and every rank learns its name.
+  // Collective: rank 0 removes stale temporary files in the target's folder (of any output) left
+  // by killed runs on this host, creates "<dir>/.<name>.blockmm-tmp.<host>.<pid>.XXXXXX", and every rank learns its name.
   // Throws OutputError (exit 4) when the directory does not take new files or the existing target
   // is read-only.
   AtomicOutput(const std::string& target, const comm::Communicator& comm);

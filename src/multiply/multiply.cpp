@@ -77,12 +77,15 @@ Panel build_panel(kernels::Backend& backend, const WorkInputs& in, const comm::C
   }
   // Ranks of one node that each need all of B read one copy of it (shared_right_operand.hpp):
   // the node's first rank reads and builds it.
+  // The node's ranks all hold that memory before the decision, or none of them shares.
   observer.phase_started(Phase::read);
   const bool handed_out = backend.traits().computes_handed_out_tiles;
+  std::unique_ptr<comm::NodeSharedMemory> b_memory;
+  comm.run_phase([&] { b_memory = comm.node_shared_memory(right_operand_may_be_shared(backend, options.share_b)); });
   panel.dist = partition::distribute(
       *in.a, *in.b, comm,
       handed_out ? row_sharing(options.share_rows, comm.size(), shape.m, options.threads) : partition::RowSharing{},
-      right_operand_may_be_shared(backend, options.share_b, shape, in.b->header().k));
+      b_memory != nullptr);
   partition::Distribution& dist = panel.dist;
   report.mine.read += dist.read_seconds;
   report.mine.exchange += dist.exchange_seconds;
@@ -104,7 +107,7 @@ Panel build_panel(kernels::Backend& backend, const WorkInputs& in, const comm::C
     dist.below.reset();
     dist.above.reset();
   });
-  if (share_b) comm.run_phase([&] { panel.b = right_operand_shared_on_node(backend, std::move(panel.b), comm); });
+  if (share_b) comm.run_phase([&] { panel.b = right_operand_shared_on_node(backend, std::move(panel.b), *b_memory, comm); });
   return panel;
 }
 

@@ -1,6 +1,6 @@
 // The right operand that the ranks of one node read from one copy: two copies of B in a node's
 // caches cost the ranks more than one process with their threads (bench/NOTES.md item 22). The
-// copy lives in memory the node's ranks share (comm::NodeSharedBytes), packed by the backend
+// copy lives in anonymous memory the node's ranks share (comm/node_shared_memory.hpp), packed by the backend
 // (operands/packed_rows.hpp); the node's first rank alone reads and builds B
 // (partition::distribute decides it before any rank reads B) and every rank's kernels read it there.
 #pragma once
@@ -12,19 +12,17 @@
 
 namespace blockmm::multiply {
 
-// Whether this rank may share its right operand with the ranks of its node: sharing is
-// `allowed` (BLOCKMM_SHARE_B), the backend computes on host operands, and the copy of B's
-// `b_records_in_file` records would fit /dev/shm (where the shared copy lives). Not collective:
-// partition::distribute shares B where every rank of a node (several of them) may and needs all
-// of B.
-bool right_operand_may_be_shared(const kernels::Backend& backend, bool allowed, MatrixShape shape,
-                                 std::int64_t b_records_in_file);
+// Whether this rank may share its right operand with the ranks of its node: sharing is `allowed`
+// (BLOCKMM_SHARE_B) and the backend computes on host operands. Not collective:
+// comm::Communicator::node_shared_memory makes the memory where every rank of a node may, and
+// partition::distribute shares B where the node's ranks hold that memory and each needs all of B.
+bool right_operand_may_be_shared(const kernels::Backend& backend, bool allowed);
 
 // Collective over the node: its first rank passes the host operand it built, the others null;
-// every rank gets an operand over one copy in memory the node's ranks share (the first rank's
-// own copy is freed).
+// every rank gets an operand over one copy in `memory` (the first rank's own copy is freed).
 std::unique_ptr<kernels::Operand> right_operand_shared_on_node(kernels::Backend& backend,
                                                                std::unique_ptr<kernels::Operand> b,
+                                                               comm::NodeSharedMemory& memory,
                                                                const comm::Communicator& comm);
 
 }  // namespace blockmm::multiply

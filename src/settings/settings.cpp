@@ -41,6 +41,8 @@ const std::vector<Variable> kTable = {
     {"BLOCKMM_CUDA_GENERIC", Audience::developer, "0|1", "1: the generic sparse tile kernel for every block size"},
     {"BLOCKMM_CUDA_BUILD", Audience::developer, "host|device", "where the cuda backend builds its operands"},
     {"BLOCKMM_CUDA_TC", Audience::developer, "0|1", "block products of the sparse path on tensor cores never or always"},
+    {"BLOCKMM_TEST_NODE_MEMORY", Audience::developer, "pause|refuse=R",
+     "tests: the node's rank R cannot open the node's shared memory, or its first rank stops once it allocated it"},
 };
 
 // Reads one variable with its parser; a parser returns false for a malformed value.
@@ -188,6 +190,13 @@ Settings Settings::read(const Lookup& lookup) {
     return true;
   });
   r.read("BLOCKMM_CUDA_TC", [&](const std::string& t) { return parse_flag_switch(t, s.cuda.tensor_core_blocks); });
+  r.read("BLOCKMM_TEST_NODE_MEMORY", [&](const std::string& t) {
+    long long v = 0;
+    if (t == "pause") s.test_node_memory_pause = true;
+    else if (t.rfind("refuse=", 0) == 0 && parse_integer(t.substr(7), 0, 1 << 20, v)) s.test_node_memory_refuse = static_cast<int>(v);
+    else return false;
+    return true;
+  });
   s.given = r.take_given();
 
   // Not blockmm's own: taken as they are, checked where they are used.

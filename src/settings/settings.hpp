@@ -63,6 +63,8 @@ struct Settings {
   int workers = 0;                     // BLOCKMM_WORKERS, 0: one a GPU it uses (host backends: one)
   int b_panels = 0;                    // BLOCKMM_B_PANELS, 0: as the backends' memory requires
   CudaOverrides cuda;
+  int test_node_memory_refuse = -1;    // BLOCKMM_TEST_NODE_MEMORY=refuse=R
+  bool test_node_memory_pause = false; // BLOCKMM_TEST_NODE_MEMORY=pause
 
   // Environment that is not blockmm's own but changes what it does (nullptr-free copies, ""
   // where unset).

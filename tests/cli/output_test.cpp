@@ -2,16 +2,18 @@
 // never writing over an input or the product with the stats (exit 2, nothing written), a failing
 // --stats-file failing before the product replaces the old output, an existing output's
 // permissions kept and a read-only one refused, a new output's permissions from the umask, output
-// names up to NAME_MAX bytes, and control characters in names escaped in messages. And the
-// multi-threaded writer (io/mapped_writer): the product byte for byte with 1, 2 and 8 copying
-// threads and several chunk sizes, the same as through pwrite (BLOCKMM_IO=pwrite); /dev/null
-// still written in place; a bad BLOCKMM_WRITE_THREADS a usage error before anything is written.
+// names up to NAME_MAX bytes, control characters in names escaped in messages, and names that are
+// not UTF-8 carried by the stats JSON. And the multi-threaded writer (io/mapped_writer): the
+// product byte for byte with 1, 2 and 8 copying threads and several chunk sizes, the same as
+// through pwrite (BLOCKMM_IO=pwrite); /dev/null still written in place; a bad
+// BLOCKMM_WRITE_THREADS a usage error before anything is written.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
@@ -165,6 +167,32 @@ TEST_F(Output, StatsFileIsWrittenWholeBesideTheProduct) {
   EXPECT_EQ(json.find('\0'), std::string::npos);
   EXPECT_EQ(mode_of(dir + "/stats.json"), 0640u);
   EXPECT_TRUE(holds_only({"C.bin", "stats.json"}));
+}
+
+// ---------- names that are bytes, not text ----------
+
+// Names are bytes on Linux: inputs, output and stats file named with bytes that are not UTF-8 (and
+// a control character). --stats=json and --stats-file carry them (each such byte as the character
+// of the same number, U+0080-U+00FF) and the run succeeds. The JSON writer used to throw on them
+// after the commit: exit 1, no stats file, and the old output already replaced (issue 43).
+TEST_F(Output, NamesThatAreNotUtf8GoIntoTheStats) {
+  const std::string odd = "\xff\xe9\x01", shown = "\xc3\xbf\xc3\xa9\x01";
+  const std::string odd_a = dir + "/A" + odd + ".bin", odd_out = dir + "/C" + odd + ".bin";
+  const std::string stats = dir + "/S" + odd + ".json";
+  write_bytes(odd_a, encode(a_records));
+  write_text(odd_out, kPrevious);
+  const RunResult run = run_blockmm({"-q", "--stats=json", "--stats-file", stats, odd_a, b, odd_out});
+  ASSERT_TRUE(succeeded(run));
+  EXPECT_TRUE(holds_product(odd_out));
+  for (const std::string& text : {run.out, slurp(stats)}) {
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(text)) << text;
+    EXPECT_EQ(j.at("output").get<std::string>(), dir + "/C" + shown + ".bin");
+    EXPECT_EQ(j.at("inputs").at(0).at("path").get<std::string>(), dir + "/A" + shown + ".bin");
+    EXPECT_EQ(j.at("inputs").at(1).at("path").get<std::string>(), b);
+    EXPECT_EQ(j.at("command_line").at(4).get<std::string>(), dir + "/S" + shown + ".json");
+  }
+  EXPECT_TRUE(holds_only({"A" + odd + ".bin", "C" + odd + ".bin", "S" + odd + ".json"}));
 }
 
 // ---------- permissions ----------

@@ -9,7 +9,14 @@
 //   comm_probe nodes           each rank prints what it knows of the nodes (BLOCKMM_SIMULATE_NODES
 //                              applies): "rank R: nodes N node X leader L machine S same S0S1..."
 //   comm_probe nodes-single    the same without MPI (a plain blockmm run)
+//   comm_probe node-memory     the node's shared memory (comm/node_shared_memory.hpp): the first
+//                              rank fills 3 MiB + 5 bytes, every rank checks them and that no
+//                              descriptor of the memory stays open: "rank R: node memory N bytes"
+//                              or "rank R: node memory none"; "node-memory-unwanted": the last
+//                              rank does not want it
+#include <dirent.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -26,6 +33,20 @@
 namespace {
 
 bool g_fail_isend = false;
+
+// This process's open descriptors of the node's shared memory (memfd_create's "/memfd:<name>" links).
+int open_memfds() {
+  int count = 0;
+  DIR* fds = ::opendir("/proc/self/fd");
+  if (fds == nullptr) return -1;
+  while (const dirent* entry = ::readdir(fds)) {
+    char target[256] = {};
+    const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+    if (::readlink(link.c_str(), target, sizeof target - 1) > 0 && std::strncmp(target, "/memfd:blockmm", 14) == 0) ++count;
+  }
+  ::closedir(fds);
+  return count;
+}
 
 }  // namespace
 
@@ -98,6 +119,33 @@ int main(int argc, char** argv) {
         for (std::size_t v = 0; v < all.size(); ++v)
           if (all[v] != v)
             throw blockmm::Error(blockmm::ExitCode::other, "value " + std::to_string(v) + " claimed twice or never");
+      }
+    } else if (scenario == "node-memory" || scenario == "node-memory-unwanted") {
+      const bool wanted = !(scenario == "node-memory-unwanted" && rank == ranks - 1);
+      std::unique_ptr<blockmm::comm::NodeSharedMemory> memory;
+      comm.run_phase([&] { memory = comm.node_shared_memory(wanted); });
+      if (memory == nullptr) {
+        std::printf("rank %d: node memory none\n", rank);
+      } else {
+        // Only the first rank's size counts.
+        const std::int64_t bytes = rank == 0 ? (std::int64_t{3} << 20) + 5 : 1;
+        std::unique_ptr<blockmm::comm::NodeSharedBytes> shared;
+        comm.run_phase([&] { shared = memory->map(bytes); });
+        memory.reset();
+        const auto value = [](std::int64_t at) { return static_cast<std::byte>((at * 7 + 3) % 251); };
+        if (rank == 0)
+          for (std::int64_t at = 0; at < shared->size(); ++at) shared->data()[at] = value(at);
+        shared->publish();
+        comm.run_phase([&] {
+          if (shared->size() != (std::int64_t{3} << 20) + 5) throw blockmm::Error(blockmm::ExitCode::other, "wrong size");
+          for (std::int64_t at = 0; at < shared->size(); ++at)
+            if (shared->data()[at] != value(at))
+              throw blockmm::Error(blockmm::ExitCode::other, "byte " + std::to_string(at) + " differs");
+          // The mappings alone hold the memory: no descriptor of it stays open.
+          if (open_memfds() != 0) throw blockmm::Error(blockmm::ExitCode::other, "a descriptor of the memory is open");
+        });
+        std::printf("rank %d: node memory %lld bytes\n", rank, static_cast<long long>(shared->size()));
+        shared.reset();  // collective, as every rank of the node reaches it
       }
     } else if (scenario == "unknown") {
       comm.run_phase([&] {

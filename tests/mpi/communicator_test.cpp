@@ -1,7 +1,7 @@
-// comm::Communicator's error paths under a real mpiexec -n 3 (tests/mpi/comm_probe.cpp), and
-// blockmm's usage errors under mpiexec: every failure ends every rank, promptly, with one agreed
-// code and message, and a usage error's message is never lost when the launcher tears the job
-// down.
+// comm::Communicator's error paths and node-shared memory under a real mpiexec -n 3
+// (tests/mpi/comm_probe.cpp), and blockmm's usage errors under mpiexec: every failure ends every
+// rank, promptly, with one agreed code and message, and a usage error's message is never lost
+// when the launcher tears the job down.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,6 +118,41 @@ TEST(Communicator, SingletonIsOneNodeOfOneRank) {
     ASSERT_EQ(run.exit_code, 0) << run.describe();
     EXPECT_EQ(nodes_line(run, 0), "rank 0: nodes 1 node 0 leader 0 machine 1 same 1") << run.describe();
   }
+}
+
+// Names in /dev/shm that start with "blockmm" (none may be made by the node's shared memory).
+std::vector<std::string> blockmm_names_in_dev_shm() {
+  std::vector<std::string> names;
+  for (const std::string& name : list_dir("/dev/shm"))
+    if (name.rfind("blockmm", 0) == 0) names.push_back(name);
+  return names;
+}
+
+// The node's shared memory (comm/node_shared_memory.hpp): what the first rank writes, every rank
+// reads, with no name in /dev/shm and no descriptor left once mapped. Where any rank of the node
+// cannot open it or does not want it, or the node has one rank, every rank gets none.
+TEST(Communicator, NodeSharedMemoryIsAnonymousAndAgreedByEveryRankOfTheNode) {
+  const std::vector<std::string> before = blockmm_names_in_dev_shm();
+  const auto every_rank_says = [](const RunResult& run, int ranks, const std::string& what) {
+    for (int r = 0; r < ranks; ++r) {
+      const std::string line = "rank " + std::to_string(r) + ": node memory " + what;
+      const std::vector<std::string> lines = split_lines(run.out);
+      if (std::find(lines.begin(), lines.end(), line) == lines.end())
+        return ::testing::AssertionFailure() << "no line '" << line << "'\n" << run.describe();
+    }
+    if (run.exit_code != 0) return ::testing::AssertionFailure() << run.describe();
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(every_rank_says(probe("node-memory", {}, 3), 3, std::to_string((3 << 20) + 5) + " bytes"));
+  EXPECT_TRUE(every_rank_says(probe("node-memory", {}, 2), 2, std::to_string((3 << 20) + 5) + " bytes"));
+  for (const char* refused : {"BLOCKMM_TEST_NODE_MEMORY=refuse=0", "BLOCKMM_TEST_NODE_MEMORY=refuse=2"}) {
+    SCOPED_TRACE(refused);
+    EXPECT_TRUE(every_rank_says(probe("node-memory", {refused}, 3), 3, "none"));
+  }
+  EXPECT_TRUE(every_rank_says(probe("node-memory-unwanted", {}, 3), 3, "none"));
+  EXPECT_TRUE(every_rank_says(probe("node-memory", {"BLOCKMM_SIMULATE_NODES=1"}, 2), 2, "none"));
+  EXPECT_TRUE(every_rank_says(probe("node-memory", {}, 1), 1, "none"));
+  EXPECT_EQ(blockmm_names_in_dev_shm(), before);
 }
 
 TEST(Communicator, ExceptionOfUnknownTypeOnOneRankIsAgreedAsExitOne) {

@@ -660,7 +660,7 @@ TEST_F(Mpi, DuplicateReadByDifferentRanksStopsEveryRank) {
   }
 }
 
-// Files of blockmm's node-shared memory in /dev/shm that are there now and still a second later.
+// Files named blockmm-* in /dev/shm that are there now and still a second later.
 std::vector<std::string> lasting_shared_files() {
   const auto list = [] {
     std::vector<std::string> names;
@@ -731,8 +731,9 @@ TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
           EXPECT_EQ(rank.at("b_records").get<std::int64_t>(), expected) << "rank " << rank.at("rank");
         }
         std::remove(out.c_str());
-        // The shared copy's file in /dev/shm is unlinked once every rank has mapped it: none
-        // outlives a run (names seen twice a second apart; another test's run may hold one).
+        // The shared copy has no name in /dev/shm (comm/node_shared_memory.hpp): none outlives a
+        // run (names seen twice a second apart, so that another program's passing file is not
+        // counted; tests/mpi/node_memory_test.cpp checks that none is made at all).
         EXPECT_EQ(lasting_shared_files(), std::vector<std::string>{});
       }
     }
