@@ -45,8 +45,8 @@ done
 "$root/bin/blockmm-cmp" --strict "$source_dir/inputs/expected_C.bin" C.bin || fail "installed blockmm's product differs from inputs/expected_C.bin"
 # Random inputs from the installed generator: the installed blockmm's product equals the build
 # tree's reference backend (a different kernel).
-"$root/bin/blockmm-gen" R1.bin --n 96 --m 4 --density 0.3 --seed "$RANDOM" -q
-"$root/bin/blockmm-gen" R2.bin --n 96 --m 4 --density 0.3 --seed "$RANDOM" -q
+"$root/bin/blockmm-gen" R1.bin --n 96 --m 4 --density 0.3 --max-value 65535 --seed "$RANDOM" -q
+"$root/bin/blockmm-gen" R2.bin --n 96 --m 4 --density 0.3 --max-value 65535 --seed "$RANDOM" -q
 "$root/bin/blockmm" -q --backend cpu R1.bin R2.bin R.bin
 "$build/blockmm" -q --backend reference R1.bin R2.bin R_ref.bin
 cmp R.bin R_ref.bin || fail "installed blockmm (cpu) and the reference backend differ on random inputs"

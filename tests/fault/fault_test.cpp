@@ -444,7 +444,8 @@ TEST(FaultOutput, FileSizeLimitGivesExit4InEveryProgram) {
     ::unlink((out + "/" + name).c_str());
   }
   const Finished gen = run_with_file_size_limit(
-      64 << 10, {build_dir() + "/blockmm-gen", "--n", "1024", "--m", "4", "--density", "0.5", "-q", out + "/G.bin"});
+      64 << 10, {build_dir() + "/blockmm-gen", "--n", "1024", "--m", "4", "--density", "0.5", "--max-value", "65535", "-q",
+               out + "/G.bin"});
   EXPECT_TRUE(too_large_cleanly(gen, "blockmm-gen", out + "/G.bin", out, {}));
   const Finished convert =
       run_with_file_size_limit(64 << 10, {build_dir() + "/blockmm-convert", inputs + "/expected_C.bin", out + "/E.h5"});

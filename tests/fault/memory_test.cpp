@@ -68,7 +68,7 @@ TEST_F(FaultMemory, AddressSpaceLimitGivesExitFiveOrTheRightProductNeverAnAbort)
 #endif
   const std::string a = dir / "A.bin", b = dir / "B.bin";
   for (const auto& [path, seed] : {std::pair<std::string, const char*>{a, "1"}, {b, "2"}}) {
-    const RunResult gen = run_process({tool("blockmm-gen"), path, "--n", "8388608", "--m", "1", "--k", "10000",
+    const RunResult gen = run_process({tool("blockmm-gen"), path, "--n", "8388608", "--m", "1", "--k", "10000", "--max-value", "65535",
                                        "--seed", seed, "-q"});
     ASSERT_EQ(gen.exit_code, 0) << gen.describe();
   }
