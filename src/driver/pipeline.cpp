@@ -134,6 +134,9 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
                                                               options.progress_interval);
   if (!comm.is_root()) progress_config.style = ProgressStyle::none;  // rank 0 speaks for the run
   if (comm.size() > 1) progress_config.scope = "rank 0 of " + std::to_string(comm.size());
+  const std::string version = version_text();
+  progress_config.header = {version.substr(0, version.find('\n')), stats.host, comm.size(), stats.threads,
+                            options.command_line};
   Progress progress(progress_config);
 
   // Headers on every rank (cheap); the records are read where the backend builds from them.
@@ -205,7 +208,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
     stats.output_bytes = comm.sum(writer->bytes_written());
     stats.rank_work.assign(static_cast<std::size_t>(comm.size()), 0);
     stats.rank_rows = comm.gather_all(static_cast<std::int64_t>(empty.file_row_end - empty.file_row_begin));
-    progress.finish();
+    progress.finish(written_summary(options.out_path, stats.output_format, 0, stats.output_bytes, total_clock.seconds()));
     mine.total = total_clock.seconds();
     gather_phase_times(mine, comm, stats);
     stats.rank_bytes_exchanged = comm.gather_all(std::int64_t{0});
@@ -246,6 +249,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
                              estimated_rank_work(work_shape, stats.a_records, stats.b_records, comm.size()), gpu_sharers);
   });
   stats.backend = backend->name();
+  progress.set_backend(stats.backend);
   mine.setup = clock.lap();
 
   // Which records this rank multiplies (several ranks: balanced block-row ranges), and its
@@ -381,7 +385,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
   writer->finish();
   mine.commit = clock.lap();
   stats.output_bytes = comm.sum(writer->bytes_written());
-  progress.finish();
+  progress.finish(
+      written_summary(options.out_path, stats.output_format, stats.c_blocks, stats.output_bytes, total_clock.seconds()));
   mine.total = total_clock.seconds();
 
   gather_phase_times(mine, comm, stats);
