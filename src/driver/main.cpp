@@ -17,6 +17,7 @@
 #include "driver/pipeline.hpp"
 #include "driver/run_stats.hpp"
 #include "io/atomic_output.hpp"
+#include "io/file_access.hpp"
 
 namespace {
 
@@ -61,6 +62,14 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   const bool quiet_rank = blockmm::comm::launcher_placement().rank > 0;
   if (!blockmm::driver::parse_options(argc, argv, options, exit_code, !quiet_rank)) {
+    if (exit_code == 0 && !quiet_rank) {  // --help, --version: the text must have reached stdout
+      try {
+        blockmm::io::flush_standard_output();
+      } catch (const blockmm::Error& e) {
+        report(e.what());
+        return static_cast<int>(e.code());
+      }
+    }
     if (exit_code != 0) hold_until_every_rank_has_reported(&argc, &argv);
     return exit_code;
   }
@@ -107,11 +116,15 @@ int main(int argc, char** argv) {
         blockmm::driver::run_product(options, *comm, ends_at_once ? &kept_until_exit : nullptr);
     const std::string version = blockmm::driver::version_text();
     stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
-    stats.command_line.assign(argv, argv + argc);
-    if (comm->is_root()) {
+    stats.command_line = options.command_line;
+    // The stats on stdout: a write that fails (a full disk, /dev/full, a closed pipe) is an output
+    // failure (exit 4) that every rank agrees on, not a success with the stats lost.
+    comm->run_phase([&] {
+      if (!comm->is_root()) return;
       if (options.stats == blockmm::driver::StatsMode::text) std::cout << blockmm::driver::stats_text(stats);
       if (options.stats == blockmm::driver::StatsMode::json) std::cout << blockmm::driver::stats_json(stats) << "\n";
-    }
+      blockmm::io::flush_standard_output(" (the product " + options.out_path + " was written)");
+    });
     if (stats_file) {
       const std::string json = blockmm::driver::stats_json(stats) + "\n";
       std::unique_ptr<blockmm::io::FileWriter> writer;

@@ -24,14 +24,15 @@ struct Options {
   double progress_interval = 5;   // seconds between progress lines (BLOCKMM_PROGRESS_INTERVAL)
   std::int64_t chunk_bytes = std::int64_t{256} << 20;
   std::int64_t mem_budget = 0;    // device memory budget; 0 = automatic
+  std::vector<std::string> command_line;  // argv as given, for the log header and the stats
 };
 
 // Parses argv. Returns false when the process should exit with `exit_code` (--help, --version,
 // usage errors; messages already printed).
 bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool print);
 
-// "256M", "8G", "1048576" -> bytes. Throws UsageError.
-std::int64_t parse_size(const std::string& text);
+// "256M", "8G", "1048576" -> bytes. Throws UsageError naming `option` ("--chunk-size").
+std::int64_t parse_size(const std::string& text, const std::string& option);
 
 // The name in `known` closest to `typed` (edit distance, or a unique prefix), or "" when none
 // is close enough to be a likely typo.
