@@ -47,6 +47,7 @@ int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::
     return static_cast<int>(code);
   };
   io::install_cleanup_handlers();
+  app.name(tool);  // the usage line and the man page name the tool, not the path it was run by
   app.set_version_flag("--version", std::string(tool) + " " + BLOCKMM_VERSION);  // the same version as blockmm's
   try {
     app.parse(argc, argv);

@@ -366,6 +366,28 @@ class Messages(Case):
         self.assertIn("was written", p.stderr)
         self.check_product(cases[0][-1], small=True)
 
+    def test_import_of_a_product_suggests_values_u32(self):
+        importer = os.path.join(BUILD, "blockmm-import")
+        mtx = os.path.join(self.tmp, "product.mtx")
+        with open(mtx, "w") as f:
+            f.write("%%MatrixMarket matrix coordinate integer general\n4 4 2\n1 1 70000\n2 3 5\n")
+        out = os.path.join(self.tmp, "product.bin")
+        p = subprocess.run([importer, "--block-size", "2", mtx, out], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertIn("70000", p.stderr)
+        self.assertIn("--values u32", p.stderr)
+        self.assertFalse(os.path.exists(out))
+        p = subprocess.run([importer, "--values", "u32", "--block-size", "2", mtx, out], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # A value that no width holds gets no such hint.
+        with open(mtx, "w") as f:
+            f.write("%%MatrixMarket matrix coordinate integer general\n4 4 1\n1 1 5000000000\n")
+        p = subprocess.run([importer, "--block-size", "2", mtx, out + ".x"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertNotIn("--values u32", p.stderr)
+
     def test_version_names_features(self):
         p = self.run_blockmm(["--version"])
         self.assertEqual(p.returncode, 0)
