@@ -167,9 +167,11 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
       ->option_text("SIZE");
   app.footer(
       "Inputs may be COL380 binary or HDF5 (scipy BSR layout); the output is HDF5 when it ends in .h5/.hdf5.\n"
-      "Exit codes: 0 success, 2 usage, 3 bad input, 4 output or I/O failure, 5 out of memory or device failure, 1 other.\n"
+      "Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output or I/O failure, 5 out of memory or\n"
+      "device failure.\n"
       "Environment: BLOCKMM_MPI=0|1 forces MPI off/on (default: on when started by an MPI launcher);\n"
-      "BLOCKMM_PROGRESS_INTERVAL=S seconds between progress lines in logs (default 5).");
+      "BLOCKMM_PROGRESS_INTERVAL=S seconds between progress lines in logs (default 5); docs/environment.md\n"
+      "(share/doc/blockmm) lists every variable.");
 
   try {
     app.parse(argc, argv);
