@@ -1,4 +1,4 @@
-// blockmm: exact block-sparse C = A x B. See README.md and docs/running.md for usage, docs/design.md for the design.
+// blockmm: exact block-sparse C = A x B. Usage: README.md and docs/running.md; design: docs/design.md.
 #include <cstdio>
 #include <cstdlib>
 #include <future>

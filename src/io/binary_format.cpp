@@ -56,9 +56,9 @@ void check_header(const BinaryFileInfo& f) {
   if (text_bytes(head, sizeof head)) not_an_input(path, head, sizeof head);
   if (h.n <= 0) throw InputError(path + ": header n = " + std::to_string(h.n) + " must be positive");
   if (h.m <= 0) throw InputError(path + ": header m = " + std::to_string(h.m) + " must be positive");
-  // Above the supported order (which also keeps a record's size inside int64): one message,
-  // naming the limit that matters.
-  check_supported_block_order(path, h.m);
+  // Where a record's size would not even fit int64: refused at once, naming the limit that
+  // matters (the one every other m above it meets at the end).
+  if (h.m > kMaxBlockOrder) check_supported_block_order(path, h.m);
   if (h.n % h.m != 0)
     throw InputError(path + ": header n = " + std::to_string(h.n) + " is not a multiple of m = " + std::to_string(h.m));
   if (h.k < 0) throw InputError(path + ": header k = " + std::to_string(h.k) + " is negative");
@@ -87,6 +87,7 @@ void check_header(const BinaryFileInfo& f) {
                      std::to_string(static_cast<std::int64_t>(expected)) + " bytes, file has " +
                      std::to_string(f.file_bytes));
   }
+  check_supported_block_order(path, h.m);
 }
 
 }  // namespace

@@ -684,7 +684,8 @@ INSTANTIATE_TEST_SUITE_P(Claims, FaultHugeHeader,
                          });
 
 // n = m = 2^31 - 1 and no blocks: a consistent 12-byte file, but one output record would need
-// 8 + 4 m^2 > 2^63 bytes, which no size in the program can hold (it overflowed, undefined).
+// 8 + 4 m^2 > 2^63 bytes, which no size in the program can hold (it overflowed, undefined). The
+// message names the limit a user can act on, 46340, not the one of the arithmetic.
 TEST(FaultHugeHeader, BlockTooLargeForAnyRecordGivesExit3) {
   ScratchDir dir("blockmm-fault");
   const std::string huge = dir / "huge_m.bin";
@@ -692,7 +693,7 @@ TEST(FaultHugeHeader, BlockTooLargeForAnyRecordGivesExit3) {
   const std::string out = dir.subdir("out");
   const RunResult run = run_blockmm({huge, huge, out + "/C.bin", "--quiet"}, within(30));
   EXPECT_EQ(run.exit_code, 3) << run.describe();
-  EXPECT_TRUE(one_error_line(run.err, {huge, "m = 2147483647", "too large"}));
+  EXPECT_TRUE(one_error_line(run.err, {huge, "m = 2147483647", "46340"}));
   EXPECT_TRUE(list_dir(out).empty());
 }
 

@@ -40,7 +40,7 @@ missing=()
 for tool in munged munge unmunge slurmctld slurmd sbatch scontrol squeue sinfo scancel srun mpirun cmp; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
-((${#missing[@]} == 0)) || skip "missing ${missing[*]} (Debian: apt-get install \$(cat .ci/slurm-deps))"
+((${#missing[@]} == 0)) || skip "missing ${missing[*]} (Debian: scripts/install-deps --slurm)"
 [[ -x $bin ]] || { log "FAIL: blockmm binary '$bin' not found (set BLOCKMM_BIN)"; exit 1; }
 [[ -f $jobs_dir/cpu.sbatch ]] || { log "FAIL: $jobs_dir/cpu.sbatch not found"; exit 1; }
 
