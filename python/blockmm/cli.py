@@ -9,6 +9,7 @@ import sys
 
 from ._version import __version__
 from .files import FormatError
+from .tool_parser import ToolParser
 
 USAGE, BAD_INPUT, OUTPUT_FAILURE, OTHER = 2, 3, 4, 1
 
@@ -21,9 +22,10 @@ class OutputError(Exception):
     pass
 
 
-def _parser(tool, description):
-    parser = argparse.ArgumentParser(prog=tool, description=description,
-                                     epilog="Exit codes: 0 success, 2 usage, 3 bad input, 4 output failure, 1 other.")
+def _parser(tool, description, operands="IN OUT"):
+    parser = ToolParser(tool, operands, description=description,
+                        epilog="Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output failure, "
+                               "5 out of memory.")
     parser.add_argument("--version", action="version", version=f"{tool} {__version__}")
     return parser
 
@@ -32,7 +34,7 @@ def _run(tool, body):
     try:
         return body()
     except UsageError as error:
-        print(f"{tool}: error: {error}\nRun with --help for more information.", file=sys.stderr)
+        print(f"{tool}: error: {error} (see {tool} --help)", file=sys.stderr)
         return USAGE
     except FormatError as error:
         print(f"{tool}: error: {error}", file=sys.stderr)
@@ -77,8 +79,20 @@ def _load_foreign(tool, path, kind, block_size, pad, values):
     if block_size is None:
         raise UsageError(f"{path} is a {'Matrix Market' if kind == 'mtx' else '.npz'} file: "
                          f"--block-size M is required")
-    high = int(np.iinfo(WIDTHS[values]).max)
-    coo = foreign.read_matrix_market(path, high) if kind == "mtx" else foreign.read_npz(path, high)
+    def read(high):
+        return foreign.read_matrix_market(path, high) if kind == "mtx" else foreign.read_npz(path, high)
+
+    try:
+        coo = read(int(np.iinfo(WIDTHS[values]).max))
+    except FormatError as error:
+        # Values above 65535 that fit uint32: most likely a product, which --values u32 takes.
+        if values == "u16" and tool == "blockmm-import":
+            try:
+                read(int(np.iinfo(np.uint32).max))
+            except FormatError:
+                raise error from None
+            raise FormatError(f"{error}; a product (uint32 values)? import it with --values u32") from None
+        raise
     try:
         return foreign.to_bsr(coo, block_size, pad=pad, path=path, values=values)
     except ValueError as error:
@@ -95,7 +109,7 @@ def import_main(argv=None):
                            "input kind is told from the file's signature.")
     parser.add_argument("input", metavar="IN", help="Matrix Market or .npz file")
     parser.add_argument("output", metavar="OUT", help="blockmm file to write")
-    parser.add_argument("--block-size", "-m", type=int, required=True, metavar="M", help="block order m")
+    parser.add_argument("--block-size", "-m", "--m", type=int, required=True, metavar="M", help="block order m")
     parser.add_argument("--pad", action="store_true",
                         help="pad n with zero rows and columns up to a multiple of M (and a rectangular matrix to "
                              "square); without it such a matrix is refused")
@@ -177,14 +191,14 @@ def export_main(argv=None):
 
 def spy_main(argv=None):
     tool = "blockmm-spy"
-    parser = _parser(tool, "Draw the block pattern of a matrix as a PNG: each pixel cell a group of block-rows x "
+    parser = _parser(tool, operands="IN OUT.png", description="Draw the block pattern of a matrix as a PNG: each pixel cell a group of block-rows x "
                            "block-columns, shaded by how many non-zero blocks it holds (log scale), empty cells "
                            "white; axes in block indices, n, m and nnzb in the title.")
     parser.add_argument("input", metavar="IN", help="blockmm file, or Matrix Market / .npz with --block-size")
     parser.add_argument("output", metavar="OUT.png", help="PNG to write")
     parser.add_argument("--cells", type=int, default=512,
                         help="at most this many cells a side (default 512); bigger grids group blocks")
-    parser.add_argument("--block-size", "-m", type=int, metavar="M", help="block order for .mtx/.npz inputs")
+    parser.add_argument("--block-size", "-m", "--m", type=int, metavar="M", help="block order for .mtx/.npz inputs")
     parser.add_argument("--pad", action="store_true", help="as blockmm-import --pad")
     args = parser.parse_args(argv)
 

@@ -1,6 +1,6 @@
 // What blockmm sets in its own environment before MPI_Init, where the user set nothing: the
 // defaults that make a launch on one node cost hundredths of a second instead of tenths
-// (bench/NOTES.md item 16; README, "Running it").
+// (bench/NOTES.md item 16; docs/running.md, "GPU nodes").
 //   - HWLOC_COMPONENTS=-opencl: hwloc's OpenCL plugin starts every OpenCL platform to list its
 //     devices, 0.55 s on an NVIDIA GPU node, for a topology in which MPI never needs them.
 //   - Open MPI, every rank of the job on this node: OMPI_MCA_pml=ob1 and OMPI_MCA_osc=^ucx, so

@@ -24,6 +24,23 @@ inline void check_thread_count(long long threads, const std::string& what) {
                      " threads per process");
 }
 
+// The text of a thread-count option (`what`, e.g. "--threads"): a whole number from 0 (automatic)
+// to kMaxThreads. Anything else is a UsageError of one short line naming the option and the
+// range; a count above the limit gets check_thread_count's message.
+inline int parse_thread_count(const std::string& text, const std::string& what) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (text.empty() || digits != text.size())
+    throw UsageError(what + " '" + text + "': expected a whole number from 0 (automatic) to " +
+                     std::to_string(kMaxThreads));
+  // More than 12 digits passes any limit; std::stoll would overflow on longer strings.
+  if (text.size() > 12) throw UsageError(what + " " + text + " exceeds the limit of " + std::to_string(kMaxThreads) +
+                                         " threads per process");
+  const long long count = std::stoll(text);
+  check_thread_count(count, what);
+  return static_cast<int>(count);
+}
+
 // OMP_NUM_THREADS (`value`, "" where unset) is a comma-separated list (one count per nesting
 // level); each count must be at most kMaxThreads. Text libgomp would not read as a number is left
 // to libgomp (it ignores it).

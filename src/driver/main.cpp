@@ -1,4 +1,4 @@
-// blockmm: exact block-sparse C = A x B. See README.md for usage and docs/design.md for the design.
+// blockmm: exact block-sparse C = A x B. Usage: README.md and docs/running.md; design: docs/design.md.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +18,7 @@
 #include "driver/run.hpp"
 #include "driver/run_stats.hpp"
 #include "io/atomic_output.hpp"
+#include "io/file_access.hpp"
 #include "io/library_guard.hpp"
 #include "kernels/cuda_start.hpp"
 #include "settings/settings.hpp"
@@ -63,7 +64,16 @@ int main(int argc, char** argv) {
   const blockmm::comm::LauncherPlacement placement = blockmm::comm::launcher_placement(environment);
   blockmm::driver::Options options;
   int exit_code = 0;
-  if (!blockmm::driver::parse_options(argc, argv, environment, options, exit_code, placement.rank <= 0)) {
+  const bool quiet_rank = placement.rank > 0;
+  if (!blockmm::driver::parse_options(argc, argv, environment, options, exit_code, !quiet_rank)) {
+    if (exit_code == 0 && !quiet_rank) {  // --help, --version: the text must have reached stdout
+      try {
+        blockmm::io::flush_standard_output();
+      } catch (const blockmm::Error& e) {
+        report(e.what());
+        return static_cast<int>(e.code());
+      }
+    }
     if (exit_code != 0) hold_until_every_rank_has_reported(&argc, &argv, placement, environment);
     return exit_code;
   }
@@ -125,11 +135,15 @@ int main(int argc, char** argv) {
         blockmm::driver::run_product(options, *comm, start, ends_at_once ? &kept_until_exit : nullptr);
     const std::string version = blockmm::driver::version_text();
     stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
-    stats.command_line.assign(argv, argv + argc);
-    if (comm->is_root()) {
+    stats.command_line = options.command_line;
+    // The stats on stdout: a write that fails (a full disk, /dev/full, a closed pipe) is an output
+    // failure (exit 4) that every rank agrees on, not a success with the stats lost.
+    comm->run_phase([&] {
+      if (!comm->is_root()) return;
       if (options.stats == blockmm::driver::StatsMode::text) std::cout << blockmm::driver::stats_text(stats);
       if (options.stats == blockmm::driver::StatsMode::json) std::cout << blockmm::driver::stats_json(stats) << "\n";
-    }
+      blockmm::io::flush_standard_output(" (the product " + options.out_path + " was written)");
+    });
     if (stats_file) {
       const std::string json = blockmm::driver::stats_json(stats) + "\n";
       comm->run_phase([&] {

@@ -83,13 +83,15 @@ std::string version_text() {
   return text;
 }
 
-std::int64_t parse_size(const std::string& text) {
+std::int64_t parse_size(const std::string& text, const std::string& option) {
+  const std::string named = option + " '" + text + "'";
+  const std::string examples = " (examples: 512M, 8G, 1048576)";
   std::size_t used = 0;
   long double value = 0;
   try {
     value = std::stold(text, &used);
   } catch (const std::exception&) {
-    throw UsageError("cannot read size '" + text + "' (examples: 512M, 8G, 1048576)");
+    throw UsageError(named + ": not a size" + examples);
   }
   std::string unit = text.substr(used);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -100,9 +102,9 @@ std::int64_t parse_size(const std::string& text) {
   else if (unit == "M") scale = 1024.0L * 1024;
   else if (unit == "G") scale = 1024.0L * 1024 * 1024;
   else if (unit == "T") scale = 1024.0L * 1024 * 1024 * 1024;
-  else if (!unit.empty()) throw UsageError("cannot read size '" + text + "' (unit must be K, M, G or T)");
+  else if (!unit.empty()) throw UsageError(named + ": the unit must be K, M, G or T" + examples);
   const long double bytes = value * scale;
-  if (!(bytes >= 1) || bytes > 9.2e18L) throw UsageError("size '" + text + "' is out of range");
+  if (!(bytes >= 1) || bytes > 9.2e18L) throw UsageError(named + ": out of range (1 byte to 8E)" + examples);
   return static_cast<std::int64_t>(bytes);
 }
 
@@ -126,7 +128,7 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error) {
 }  // namespace
 
 std::string environment_help() {
-  std::string text = "Environment (docs/settings.md has the whole table):\n";
+  std::string text = "Environment (docs/environment.md has every variable):\n";
   for (const settings::Variable& v : settings::table())
     if (v.audience == settings::Audience::user) text += std::string("  ") + v.name + "=" + v.values + "  " + v.meaning + "\n";
   text += "  Developer settings for tests and comparisons:";
@@ -163,11 +165,12 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
   app.add_option("--gpus", gpus, "GPUs this process drives: a count, or all (default: every GPU it may use; under mpirun "
                                  "the node's GPUs are shared among its ranks)")
       ->capture_default_str();
-  app.add_option("--format", format, "output format: auto (by extension) | bin | h5")
-      ->check(CLI::IsMember({"auto", "bin", "h5"}))
+  app.add_option("--format", format, "output format: auto (by extension) | bin | h5 (also: binary, hdf5)")
+      ->check(CLI::IsMember({"auto", "bin", "binary", "h5", "hdf5"}))
       ->capture_default_str();
-  app.add_option("--threads", options.threads, "OpenMP threads per rank, at most 1024 (default: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
-      ->check(CLI::NonNegativeNumber);
+  std::string threads = "0";
+  app.add_option("--threads", threads, "OpenMP threads per rank, 0 to 1024 (default 0: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
+      ->option_text("N");
   std::string stats = "off";
   app.add_option("--stats", stats, "print phase times and counts after the run: text (--stats alone) or json; off by default")
       ->expected(0, 1)
@@ -189,7 +192,8 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
       ->option_text("SIZE");
   app.footer(
       "Inputs may be COL380 binary or HDF5 (scipy BSR layout); the output is HDF5 when it ends in .h5/.hdf5.\n"
-      "Exit codes: 0 success, 2 usage, 3 bad input, 4 output or I/O failure, 5 out of memory or device failure, 1 other.\n" +
+      "Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output or I/O failure, 5 out of memory or\n"
+      "device failure.\n" +
       environment_help());
 
   try {
@@ -197,9 +201,12 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
     // "--stats" alone yields the default "text"; absent leaves "off".
     if (app.count("--stats") > 0 && stats == "off") stats = "off";
     options.stats = stats == "json" ? StatsMode::json : stats == "text" ? StatsMode::text : StatsMode::off;
-    options.chunk_bytes = parse_size(chunk);
+    options.command_line.assign(argv, argv + argc);
+    options.chunk_bytes = parse_size(chunk, "--chunk-size");
+    // Before anything exists: libgomp dies without a word when it cannot create a team.
+    options.threads = parse_thread_count(threads, "--threads");
     options.settings = settings::Settings::read(environment);
-    if (!budget.empty()) options.mem_budget = parse_size(budget);
+    if (!budget.empty()) options.mem_budget = parse_size(budget, "--mem-budget");
     if (backend != "auto") options.backend = kernels::parse_backend_kind(backend);
     options.progress = options.quiet || progress == "none" ? ProgressRequest::none
                        : progress == "bar"                ? ProgressRequest::bar
@@ -207,14 +214,13 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
                                                           : ProgressRequest::automatic;
     if (gpus != "all") {
       const int count = comm::parse_count(gpus.c_str());
-      if (count < 1 || count > 1024) throw UsageError("--gpus '" + gpus + "': expected a count from 1 to 1024, or all");
+      if (count < 1 || count > 1024)
+        throw UsageError("--gpus '" + escape_control_characters(gpus) + "': expected a count from 1 to 1024, or all");
       options.gpus = count;
     }
     options.format = io::choose_output_format(options.out_path, format);
     const std::string warning = io::output_name_warning(options.out_path, options.format);
-    if (!warning.empty() && print) std::cerr << "blockmm: warning: " << warning << "\n";
-    // Before anything exists: libgomp dies without a word when it cannot create a team.
-    check_thread_count(options.threads, "--threads");
+    if (!warning.empty() && print) std::cerr << "blockmm: warning: " << escape_control_characters(warning) << "\n";
     if (options.threads == 0) check_omp_num_threads(options.settings.omp_num_threads);
   } catch (const CLI::ParseError& e) {
     exit_code = e.get_exit_code() == 0 ? 0 : static_cast<int>(ExitCode::usage);
@@ -222,13 +228,14 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
       if (e.get_exit_code() == 0) {
         app.exit(e);
       } else {
-        std::cerr << "blockmm: error: " << usage_message(app, e) << "\n" << "Run with --help for more information.\n";
+        // One line, as every error: the pointer to --help rides on it.
+        std::cerr << "blockmm: error: " << escape_control_characters(usage_message(app, e)) << " (see blockmm --help)\n";
       }
     }
     return false;
   } catch (const UsageError& e) {
     exit_code = static_cast<int>(ExitCode::usage);
-    if (print) std::cerr << "blockmm: error: " << e.what() << "\n";
+    if (print) std::cerr << "blockmm: error: " << escape_control_characters(e.what()) << "\n";
     return false;
   }
   return true;

@@ -33,6 +33,7 @@ struct Options {
   std::int64_t chunk_bytes = std::int64_t{256} << 20;
   std::int64_t mem_budget = 0;    // device memory budget a GPU; 0 = automatic
   settings::Settings settings;    // the environment's BLOCKMM_* variables and the like
+  std::vector<std::string> command_line;  // argv as given, for the log header and the stats
 };
 
 // Parses argv, and the environment through `environment`. Returns false when the process should
@@ -43,8 +44,8 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
 // The --help text's list of environment variables (settings::table()).
 std::string environment_help();
 
-// "256M", "8G", "1048576" -> bytes. Throws UsageError.
-std::int64_t parse_size(const std::string& text);
+// "256M", "8G", "1048576" -> bytes. Throws UsageError naming `option` ("--chunk-size").
+std::int64_t parse_size(const std::string& text, const std::string& option);
 
 // The name in `known` closest to `typed` (edit distance, or a unique prefix), or "" when none
 // is close enough to be a likely typo.

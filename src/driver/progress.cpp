@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
+#include "core/error.hpp"
 #include "driver/run_stats.hpp"
 
 namespace blockmm::driver {
@@ -55,7 +57,63 @@ std::string with_bar(const std::string& pattern, std::size_t width, std::int64_t
   return pattern.substr(0, at) + bar_text(done, total, std::min(kMaxBar, width - rest)) + pattern.substr(at + 1);
 }
 
+// One argument as a shell would need it: plain when safe, else in single quotes.
+std::string shell_word(const std::string& arg) {
+  const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                           "0123456789-_=+./,:@%") == std::string::npos;
+  if (plain) return arg;
+  std::string quoted = "'";
+  for (const char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string plural(long long count, const char* one, const char* many) {
+  return with_thousands(count) + " " + (count == 1 ? one : many);
+}
+
+// "12.3 MB": decimal units, as --stats writes them.
+std::string size_text(std::int64_t bytes) {
+  char text[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e12) std::snprintf(text, sizeof text, "%.2f TB", b / 1e12);
+  else if (b >= 1e9) std::snprintf(text, sizeof text, "%.2f GB", b / 1e9);
+  else if (b >= 1e6) std::snprintf(text, sizeof text, "%.1f MB", b / 1e6);
+  else if (b >= 1e3) std::snprintf(text, sizeof text, "%.1f kB", b / 1e3);
+  else return with_thousands(bytes) + " B";
+  return text;
+}
+
 }  // namespace
+
+std::string local_time_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  if (::localtime_r(&now, &local) == nullptr) return utc_now_iso8601();
+  char text[40];
+  if (std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S%z", &local) == 0) return utc_now_iso8601();
+  std::string stamp = text;  // "...+0100": ISO 8601's extended form puts a colon in the offset
+  if (stamp.size() >= 5) stamp.insert(stamp.size() - 2, ":");
+  return stamp;
+}
+
+std::string log_header_line(const RunHeader& h, const std::string& backend) {
+  std::string line = h.version + " on " + (h.host.empty() ? std::string("?") : h.host) + ": " +
+                     plural(h.ranks, "rank", "ranks") + " x ";
+  line += backend == "cuda" ? std::string("1 GPU") : plural(h.threads, "thread", "threads");
+  if (!backend.empty()) line += ", " + backend + " backend";
+  std::string command;
+  for (const std::string& arg : h.command_line) command += (command.empty() ? "" : " ") + shell_word(arg);
+  if (!command.empty()) line += ": " + command;
+  return escape_control_characters(line);
+}
+
+std::string written_summary(const std::string& path, const std::string& format, std::int64_t blocks,
+                            std::int64_t bytes, double seconds) {
+  char time_text[32];
+  std::snprintf(time_text, sizeof time_text, "%.2f s", seconds);
+  return escape_control_characters("wrote " + path + " (" + format + "): " + plural(blocks, "block", "blocks") + ", " +
+                                   size_text(bytes) + " in " + time_text);
+}
 
 std::string format_duration(double seconds) {
   const auto s = static_cast<long long>(std::max(0.0, std::floor(seconds)));
@@ -152,6 +210,11 @@ Progress::~Progress() {
 
 void Progress::phase(const std::string& name) { counted_phase(name, -1, 0); }
 
+void Progress::set_backend(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  backend_ = name;
+}
+
 void Progress::counted_phase(const std::string& name, std::int64_t total, double work_per_unit) {
   if (config_.style == ProgressStyle::none) return;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -169,7 +232,7 @@ void Progress::at_least(std::int64_t done) {
   }
 }
 
-void Progress::finish() {
+void Progress::finish(const std::string& summary) {
   if (config_.style == ProgressStyle::none) return;
   std::unique_lock<std::mutex> lock(mutex_);
   if (finished_) return;
@@ -180,14 +243,19 @@ void Progress::finish() {
   if (ticker_.joinable()) ticker_.join();
   lock.lock();
   if (config_.style == ProgressStyle::lines && shown_) {
-    std::fprintf(stderr, "blockmm: done, elapsed %s\n", format_duration(run_.seconds()).c_str());
+    // Short runs stay silent in logs; a long one's lines end by saying what was written.
+    const std::string line = local_time_iso8601() + " blockmm: done, elapsed " + format_duration(run_.seconds()) +
+                             (summary.empty() ? "" : ": " + summary) + "\n";
+    std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
   }
   if (bar_width_ > 0) {
     std::fputs(config_.escapes ? "\r\033[K" : ("\r" + std::string(bar_width_, ' ') + "\r").c_str(), stderr);
-    std::fflush(stderr);
     bar_width_ = 0;
   }
+  // On a terminal every run ends with one line, however short it was.
+  if (config_.style == ProgressStyle::bar && !summary.empty()) std::fputs(("blockmm: " + summary + "\n").c_str(), stderr);
+  std::fflush(stderr);
 }
 
 ProgressSnapshot Progress::snapshot_locked() const {
@@ -210,8 +278,11 @@ void Progress::draw_locked() {
   if (config_.style == ProgressStyle::lines) {
     // Short runs print nothing; long ones a line at each phase change and every interval.
     if (now < config_.interval) return;
-    const std::string line = format_progress_line(snapshot_locked(), 0, false) + "\n";
-    std::fputs(line.c_str(), stderr);
+    const std::string stamp = local_time_iso8601() + " ";
+    std::string text;
+    if (!shown_) text = stamp + "blockmm: " + log_header_line(config_.header, backend_) + "\n";
+    text += stamp + format_progress_line(snapshot_locked(), 0, false) + "\n";
+    std::fputs(text.c_str(), stderr);
     std::fflush(stderr);
     shown_ = true;
     return;

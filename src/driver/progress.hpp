@@ -2,7 +2,10 @@
 // Two styles: a bar redrawn in place on one line of a terminal (never wider than the
 // terminal, so it never wraps), or plain lines every few seconds for logs, pipes and mpirun.
 // A ticker thread redraws it, so elapsed time and the backends' tile counter (bumped from
-// their own loops) move between the driver's calls. Hand-written: see README "Progress".
+// their own loops) move between the driver's calls. Log lines carry the local time (ISO 8601),
+// and the first is a header naming the version, host, ranks x threads or GPUs and the command;
+// the run ends with one line saying what was written, how big, in how long. Hand-written: see
+// docs/running.md, "Progress".
 #pragma once
 
 #include <atomic>
@@ -11,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/stopwatch.hpp"
 #include "driver/options.hpp"
@@ -20,6 +24,28 @@ namespace blockmm::driver {
 
 enum class ProgressStyle { bar, lines, none };
 
+// What the first line of a log names: blockmm's version, the host, the ranks and the threads
+// (or GPUs) of each, and the command line.
+struct RunHeader {
+  std::string version;                    // "blockmm 0.1.0 (commit ...)"
+  std::string host;
+  int ranks = 1;
+  int threads = 1;
+  std::vector<std::string> command_line;  // argv
+};
+
+// "blockmm 0.1.0 (commit ...) on node01: 4 ranks x 8 threads, cpu backend: blockmm A.bin B.bin
+// C.bin"; `backend` "" while not yet chosen, "cuda" counts a GPU a rank. Arguments holding
+// spaces or quotes are quoted for a shell, control characters written as \xHH.
+std::string log_header_line(const RunHeader& header, const std::string& backend);
+
+// The run's last line: "wrote C.bin (binary): 48,962 blocks, 50.5 MB in 0.40 s".
+std::string written_summary(const std::string& path, const std::string& format, std::int64_t blocks,
+                            std::int64_t bytes, double seconds);
+
+// The local time, ISO 8601 to the second with the UTC offset: "2026-11-24T23:00:57+01:00".
+std::string local_time_iso8601();
+
 struct ProgressConfig {
   ProgressStyle style = ProgressStyle::none;
   bool escapes = false;          // bar: erase to end of line with ESC[K (else pad with spaces)
@@ -27,6 +53,7 @@ struct ProgressConfig {
   double bar_delay = 1.0;        // bar: runs shorter than this show nothing
   std::string scope;             // appended to counted phases, e.g. "rank 0 of 4"
   int columns_setting = 0;       // COLUMNS where stderr is no terminal that says (0: unset)
+  RunHeader header;              // lines: what the first line says (log_header_line)
 };
 
 // What --progress=auto means for this process: a bar when stderr is a terminal that takes
@@ -67,8 +94,11 @@ class Progress {
   std::atomic<std::int64_t>& counter() { return done_; }
   // Raises the count to at least `done` (a backend's per-chunk report).
   void at_least(std::int64_t done);
-  // Stops the ticker and clears the bar, or prints the closing line (lines style).
-  void finish();
+  // The backend that runs, for the log's header line (printed with the first progress line).
+  void set_backend(const std::string& name);
+  // Stops the ticker and clears the bar; then prints `summary` (written_summary): always after
+  // a bar, after progress lines as their closing "done" line.
+  void finish(const std::string& summary = "");
 
  private:
   void tick_loop();
@@ -81,6 +111,7 @@ class Progress {
   bool stopping_ = false;
   bool finished_ = false;
   bool shown_ = false;          // anything printed yet
+  std::string backend_;         // for the header line
   std::size_t bar_width_ = 0;   // characters of the bar currently on screen
   Stopwatch run_;
   Stopwatch phase_clock_;

@@ -68,6 +68,7 @@ class ProgressObserver final : public multiply::Observer {
   }
   std::atomic<std::int64_t>* tile_counter() override { return &progress_.counter(); }
   void tiles_done(std::int64_t done) override { progress_.at_least(done); }
+  void backend_chosen(const std::string& name) override { progress_.set_backend(name); }
 
  private:
   Progress& progress_;
@@ -143,6 +144,9 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
   ProgressConfig progress_config = progress_config_for_stderr(options.progress, options.settings);
   if (!comm.is_root()) progress_config.style = ProgressStyle::none;  // rank 0 speaks for the run
   if (comm.size() > 1) progress_config.scope = "rank 0 of " + std::to_string(comm.size());
+  const std::string version = version_text();
+  progress_config.header = {version.substr(0, version.find('\n')), stats.host, comm.size(), stats.threads,
+                            options.command_line};
   Progress progress(progress_config);
   ProgressObserver observer(progress);
 
@@ -202,7 +206,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
     writer->finish();
   }
   stats.output_bytes = comm.sum(writer->bytes_written());
-  progress.finish();
+  progress.finish(
+      written_summary(options.out_path, stats.output_format, stats.c_blocks, stats.output_bytes, total_clock.seconds()));
   stats.mine.total = total_clock.seconds();
   gather_phase_times(stats.mine, comm, stats);
   return stats;

@@ -29,15 +29,36 @@ std::string errno_text() { return std::strerror(errno); }
 
 __extension__ typedef unsigned __int128 Wide;  // k * m^2 can pass 2^63
 
+// Bytes that text is made of: printable ASCII, tab, line ends, and UTF-8's bytes >= 0x80.
+bool text_bytes(const unsigned char* bytes, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const unsigned char c = bytes[i];
+    if (!((c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n' || c == '\r')) return false;
+  }
+  return count > 0;
+}
+
+// "not a blockmm input" for a file that begins with text. Never a valid file: the 4 bytes of
+// its header's m would all be >= 0x09, so m >= 0x09090909 or m < 0, both refused anyway.
+[[noreturn]] void not_an_input(const std::string& path, const unsigned char* head, std::size_t count) {
+  std::string start;
+  for (std::size_t i = 0; i < count && start.size() < 12; ++i) start += static_cast<char>(head[i]);
+  throw InputError(path + ": not a blockmm input (COL380 binary or HDF5): it begins with text \"" + start + "\"");
+}
+
 // Checks everything the header and the file size can tell; nothing is allocated from them.
 void check_header(const BinaryFileInfo& f) {
   const FileHeader& h = f.header;
   const std::string& path = f.path;
+  unsigned char head[kHeaderBytes];
+  const std::int32_t fields[3] = {h.n, h.m, static_cast<std::int32_t>(h.k)};  // the bytes as read
+  std::memcpy(head, fields, sizeof head);
+  if (text_bytes(head, sizeof head)) not_an_input(path, head, sizeof head);
   if (h.n <= 0) throw InputError(path + ": header n = " + std::to_string(h.n) + " must be positive");
   if (h.m <= 0) throw InputError(path + ": header m = " + std::to_string(h.m) + " must be positive");
-  if (h.m > kMaxBlockOrder)
-    throw InputError(path + ": header m = " + std::to_string(h.m) + " is too large: a block of m*m values would not fit in " +
-                     "2^63 bytes (m <= " + std::to_string(kMaxBlockOrder) + ")");
+  // Where a record's size would not even fit int64: refused at once, naming the limit that
+  // matters (the one every other m above it meets at the end).
+  if (h.m > kMaxBlockOrder) check_supported_block_order(path, h.m);
   if (h.n % h.m != 0)
     throw InputError(path + ": header n = " + std::to_string(h.n) + " is not a multiple of m = " + std::to_string(h.m));
   if (h.k < 0) throw InputError(path + ": header k = " + std::to_string(h.k) + " is negative");
@@ -93,9 +114,14 @@ BinaryFileInfo read_header(const std::string& path) {
   BinaryFileInfo info;
   info.path = path;
   info.file_bytes = static_cast<std::int64_t>(st.st_size);
-  if (info.file_bytes < kHeaderBytes)
+  if (info.file_bytes < kHeaderBytes) {
+    unsigned char head[kHeaderBytes] = {};
+    const auto count = static_cast<std::size_t>(info.file_bytes);
+    read_fully(file.fd, 0, head, info.file_bytes, path);
+    if (text_bytes(head, count)) not_an_input(path, head, count);
     throw InputError(path + ": file is " + std::to_string(info.file_bytes) +
                      " bytes, shorter than the 12-byte header (int32 n, m, k)");
+  }
   std::int32_t fields[3];
   read_fully(file.fd, 0, fields, sizeof fields, path);
   info.header = {fields[0], fields[1], fields[2]};

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <iostream>
 
 #include "comm/mpi_check.hpp"
 #include "core/error.hpp"
@@ -262,6 +264,18 @@ void write_fully(int fd, std::int64_t offset, const void* source, std::int64_t b
     }
     done += put;
   }
+}
+
+void flush_standard_output(const std::string& note) {
+  errno = 0;
+  std::cout.flush();
+  if (std::cout.good() && std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return;
+  // The failed write's errno may be gone (the stream can fail inside a library's flush, followed
+  // by other calls): the stream is broken anyway, so one more byte asks the system why.
+  int reason = errno;
+  if (reason == 0 && ::write(STDOUT_FILENO, "\n", 1) < 0) reason = errno;
+  throw OutputError(std::string("standard output: cannot write: ") + (reason != 0 ? std::strerror(reason) : "write error") +
+                    note);
 }
 
 }  // namespace blockmm::io

@@ -52,4 +52,9 @@ bool writes_through_mpi_io(const comm::Communicator& comm);
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path);
 void write_fully(int fd, std::int64_t offset, const void* source, std::int64_t bytes, const std::string& path);
 
+// Flushes std::cout and stdout. Throws OutputError "standard output: cannot write: <reason><note>"
+// when a write to them failed (a full disk, /dev/full, a closed pipe): text a program printed and
+// lost is a failure, exit 4, not a success.
+void flush_standard_output(const std::string& note = "");
+
 }  // namespace blockmm::io

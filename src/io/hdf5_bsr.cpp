@@ -400,9 +400,9 @@ void BsrReader::Impl::open(BsrValues accepted) {
   if (n <= 0 || n > kMaxOrder)
     fail("root attribute n = " + std::to_string(n) + " must lie in [1, " + std::to_string(kMaxOrder) + "]");
   if (m <= 0 || m > n) fail("root attribute m = " + std::to_string(m) + " must lie in [1, n = " + std::to_string(n) + "]");
-  if (m > kMaxBlockOrder)
-    fail("root attribute m = " + std::to_string(m) + " is too large: a block of m*m values would not fit in 2^63 bytes (m <= " +
-         std::to_string(kMaxBlockOrder) + ")");
+  if (m > kMaxBlockOrder)  // a record's size would overflow: name the limit blockmm supports
+    fail("root attribute m = " + std::to_string(m) + " exceeds the largest block order blockmm supports, " +
+         std::to_string(kMaxSupportedBlockOrder));
   if (n % m != 0) fail("root attribute n = " + std::to_string(n) + " is not a multiple of m = " + std::to_string(m));
   const std::int64_t p = n / m;
   if (nnzb < 0 || nnzb > p * p)

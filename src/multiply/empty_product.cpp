@@ -55,6 +55,7 @@ void multiply_empty(io::InputFile& a_file, io::InputFile& b_file, const TeamFact
       }
       const Team team = make_team({});
       report.backend = team.at(0)->name();
+      observer.backend_chosen(report.backend);
     });
   }
   // Each rank's panel is its share of the file's block-rows, and holds none of them: no labels

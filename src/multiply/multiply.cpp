@@ -248,6 +248,7 @@ Report multiply(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory&
     });
   }
   report.backend = team[0]->name();
+  observer.backend_chosen(report.backend);
 
   // A team, panels asked for, or a GPU that cannot hold both inputs (then B is split and
   // streamed): team.hpp's path, on every rank alike (its collectives differ).

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "core/stopwatch.hpp"
 
@@ -49,6 +50,8 @@ class Observer {
   virtual std::atomic<std::int64_t>* tile_counter() { return nullptr; }
   // At least `done` tiles are finished (a backend's report of a chunk handed to the writer).
   virtual void tiles_done(std::int64_t /*done*/) {}
+  // The backends are made: their kind's name.
+  virtual void backend_chosen(const std::string& /*name*/) {}
 };
 
 // Times one phase: from construction to destruction (or stop()), added to times.of(phase).

@@ -2,7 +2,7 @@
 // (Settings::read) and handed down as parameters. This module holds the one reader of the
 // process environment: no other file calls getenv. One policy for every variable: unset or
 // empty means the default, a value outside the documented ones is a UsageError naming the
-// variable. The table of variables (kTable) is what --help, docs/settings.md and --stats=json
+// variable. The table of variables (kTable) is what --help, docs/environment.md and --stats=json
 // show.
 #pragma once
 

@@ -10,11 +10,15 @@ std::uint64_t key(const MappedFile& file, std::int64_t r) {
   return static_cast<std::uint64_t>(file.row(r)) << 32 | static_cast<std::uint32_t>(file.col(r));
 }
 
+// A counting array over every block-row costs 8 bytes a row: used while that stays within a
+// small multiple of the records (as partition/relabel.hpp decides for blockmm itself).
+constexpr std::int64_t kDenseRowsAlways = std::int64_t{1} << 16;
+constexpr std::int64_t kDenseRowsPerRecord = 4;
+
 }  // namespace
 
 BlockIndex::BlockIndex(const MappedFile& file) {
   const std::int64_t k = file.records();
-  const std::int32_t p = file.block_rows();
 
   std::int64_t first_unsorted = std::numeric_limits<std::int64_t>::max();
 #pragma omp parallel for reduction(min : first_unsorted) schedule(static)
@@ -22,19 +26,17 @@ BlockIndex::BlockIndex(const MappedFile& file) {
     if (key(file, r) < key(file, r - 1)) first_unsorted = std::min(first_unsorted, r);
   if (first_unsorted != std::numeric_limits<std::int64_t>::max()) first_unsorted_ = first_unsorted;
 
-  row_ptr_.assign(static_cast<std::size_t>(p) + 1, 0);
-  for (std::int64_t r = 0; r < k; ++r) ++row_ptr_[static_cast<std::size_t>(file.row(r)) + 1];
-  for (std::size_t i = 1; i < row_ptr_.size(); ++i) row_ptr_[i] += row_ptr_[i - 1];
-
-  if (!sorted()) {
-    // Record numbers fit 32 bits: k <= 2^31 - 1 (the header field is an int32).
-    entries_.resize(static_cast<std::size_t>(k));
-    std::vector<std::int64_t> next(row_ptr_.begin(), row_ptr_.end() - 1);
-    for (std::int64_t r = 0; r < k; ++r)
-      entries_[static_cast<std::size_t>(next[static_cast<std::size_t>(file.row(r))]++)] =
-          static_cast<std::uint64_t>(static_cast<std::uint32_t>(file.col(r))) << 32 | static_cast<std::uint64_t>(r);
-#pragma omp parallel for schedule(dynamic, 64)
-    for (std::int32_t i = 0; i < p; ++i) std::sort(entries_.begin() + row_begin(i), entries_.begin() + row_end(i));
+  if (sorted()) {
+    // The rows come in order: one pass lists them and where each begins.
+    for (std::int64_t r = 0; r < k; ++r) {
+      if (rows_.empty() || file.row(r) != rows_.back()) {
+        rows_.push_back(file.row(r));
+        row_ptr_.push_back(r);
+      }
+    }
+    row_ptr_.push_back(k);
+  } else {
+    group_unsorted_records(file);
   }
 
   // Duplicates sit next to each other now; the first pair by (i, j) is the one reported.
@@ -53,6 +55,54 @@ BlockIndex::BlockIndex(const MappedFile& file) {
     duplicate_first_ = record_at(first_pair - 1);
     duplicate_second_ = record_at(first_pair);
   }
+}
+
+// A counting sort by block-row (over every row where that costs little, else over the distinct
+// rows found by sorting them), then each row's entries sorted by column.
+void BlockIndex::group_unsorted_records(const MappedFile& file) {
+  const std::int64_t k = file.records();
+  const std::int64_t p = file.block_rows();
+  // Each record's slot among the counted rows: its row itself, or its rank among the distinct rows.
+  std::vector<std::int64_t> counts;
+  std::vector<std::int32_t> distinct;
+  const bool dense = p <= std::max(kDenseRowsAlways, kDenseRowsPerRecord * k);
+  if (dense) {
+    counts.assign(static_cast<std::size_t>(p) + 1, 0);
+  } else {
+    distinct.resize(static_cast<std::size_t>(k));
+    for (std::int64_t r = 0; r < k; ++r) distinct[static_cast<std::size_t>(r)] = file.row(r);
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    counts.assign(distinct.size() + 1, 0);
+  }
+  const auto slot = [&](std::int64_t r) -> std::size_t {
+    const std::int32_t i = file.row(r);
+    if (dense) return static_cast<std::size_t>(i);
+    return static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), i) - distinct.begin());
+  };
+  for (std::int64_t r = 0; r < k; ++r) ++counts[slot(r) + 1];
+  for (std::size_t x = 1; x < counts.size(); ++x) counts[x] += counts[x - 1];
+
+  // Record numbers fit 32 bits: k <= 2^31 - 1 (the header field is an int32).
+  entries_.resize(static_cast<std::size_t>(k));
+  {
+    std::vector<std::int64_t> next(counts.begin(), counts.end() - 1);
+    for (std::int64_t r = 0; r < k; ++r)
+      entries_[static_cast<std::size_t>(next[slot(r)]++)] =
+          static_cast<std::uint64_t>(static_cast<std::uint32_t>(file.col(r))) << 32 | static_cast<std::uint64_t>(r);
+  }
+
+  // Keep the rows that hold records.
+  for (std::size_t x = 0; x + 1 < counts.size(); ++x) {
+    if (counts[x + 1] == counts[x]) continue;
+    rows_.push_back(dense ? static_cast<std::int32_t>(x) : distinct[x]);
+    row_ptr_.push_back(counts[x]);
+  }
+  row_ptr_.push_back(k);
+
+  const auto rows = static_cast<std::int64_t>(rows_.size());
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::int64_t x = 0; x < rows; ++x) std::sort(entries_.begin() + row_begin(x), entries_.begin() + row_end(x));
 }
 
 }  // namespace blockmm::tools

@@ -1,6 +1,8 @@
-// The records of a COL380 file in (i, j) order, without moving them: a counting sort by
-// block-row, then each row's entries sorted by column. Costs 8 bytes a record (nothing when the
-// file is already sorted), never a per-block container, so 67 M-block outputs index in memory.
+// The records of a COL380 file in (i, j) order, without moving them: grouped by block-row, then
+// each row's entries sorted by column. Only the block-rows that hold records are listed, so that
+// memory follows the records, never n: a 12-byte file may claim n = 2^31 - 1. Costs 8 bytes a
+// record (nothing when the file is already sorted) and 12 a non-empty row, never a per-block
+// container, so 67 M-block outputs index in memory.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +16,12 @@ class BlockIndex {
  public:
   explicit BlockIndex(const MappedFile& file);
 
-  // Entries [row_begin(i), row_end(i)) are row i's records, columns ascending (ties in file order).
-  std::int64_t row_begin(std::int32_t i) const { return row_ptr_[static_cast<std::size_t>(i)]; }
-  std::int64_t row_end(std::int32_t i) const { return row_ptr_[static_cast<std::size_t>(i) + 1]; }
+  // The block-rows that hold records, ascending: row(x) for x in [0, rows()).
+  std::int64_t rows() const { return static_cast<std::int64_t>(rows_.size()); }
+  std::int32_t row(std::int64_t x) const { return rows_[static_cast<std::size_t>(x)]; }
+  // Entries [row_begin(x), row_end(x)) are row(x)'s records, columns ascending (ties in file order).
+  std::int64_t row_begin(std::int64_t x) const { return row_ptr_[static_cast<std::size_t>(x)]; }
+  std::int64_t row_end(std::int64_t x) const { return row_ptr_[static_cast<std::size_t>(x) + 1]; }
   std::int64_t record_at(std::int64_t s) const {
     return entries_.empty() ? s : static_cast<std::int64_t>(entries_[static_cast<std::size_t>(s)] & 0xFFFFFFFFu);
   }
@@ -30,7 +35,10 @@ class BlockIndex {
   std::int64_t duplicate_second() const { return duplicate_second_; }
 
  private:
-  std::vector<std::int64_t> row_ptr_;
+  void group_unsorted_records(const MappedFile& file);
+
+  std::vector<std::int32_t> rows_;      // non-empty block-rows, ascending
+  std::vector<std::int64_t> row_ptr_;   // rows_.size() + 1
   std::vector<std::uint64_t> entries_;  // column << 32 | record; empty means the identity
   std::int64_t first_unsorted_ = -1;
   std::int64_t duplicates_ = 0;

@@ -20,6 +20,7 @@
 #include "core/thread_limit.hpp"
 #include "io/atomic_output.hpp"
 #include "io/binary_format.hpp"
+#include "io/file_access.hpp"
 #include "io/library_guard.hpp"
 #include "io/product_writer.hpp"
 #include "tools/compare.hpp"
@@ -36,38 +37,45 @@
 namespace blockmm::tools {
 namespace {
 
-// Exit codes of failures. By default a Error exits with its own code (bad input 3,
-// output failure 4, ...), out of memory 5, anything else 1. A comparison tool, whose 1 means
-// "different", sets `trouble` so that every failure (usage included) exits with that code.
-struct ExitPolicy {
-  int trouble = 0;  // 0: by the kind of failure
-};
+// The exit codes of every tool: 0 success, 2 usage, 3 bad input, 4 output failure (stdout
+// included), 5 out of memory, 1 anything else. blockmm-cmp adds 1 for "the files differ"; a
+// failure of its own still prints an error line, so the two are told apart by the message.
 
 // The tool's settings, read by run_tool before the command runs.
 settings::Settings g_settings;
 
 // Parses argv with `app` (--help and --version exit 0, parse errors exit 2), then runs `body`
 // and returns its exit code, reporting any failure as one line on stderr.
-int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::function<int()>& body,
-             ExitPolicy policy = {}) {
+int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   const auto fail = [&](const char* what, ExitCode code) {
     std::fprintf(stderr, "%s: error: %s\n", tool, escape_control_characters(what).c_str());
-    return policy.trouble != 0 ? policy.trouble : static_cast<int>(code);
+    return static_cast<int>(code);
   };
   io::install_cleanup_handlers();
+  app.name(tool);  // the usage line and the man page name the tool, not the path it was run by
   app.set_version_flag("--version", std::string(tool) + " " + BLOCKMM_VERSION);  // the same version as blockmm's
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::fprintf(stderr, "%s: error: %s\nRun with --help for more information.\n", tool,
-                 escape_control_characters(e.what()).c_str());
-    return policy.trouble != 0 ? policy.trouble : static_cast<int>(ExitCode::usage);
+    if (e.get_exit_code() == 0) {  // --help, --version
+      const int code = app.exit(e);
+      try {
+        io::flush_standard_output();
+      } catch (const Error& error) {
+        return fail(error.what(), error.code());
+      }
+      return code;
+    }
+    // One line, as every error: the pointer to --help rides on it.
+    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", tool, escape_control_characters(e.what()).c_str(), tool);
+    return static_cast<int>(ExitCode::usage);
   }
   try {
     g_settings = settings::Settings::read(settings::process_environment());
     io::LibraryGuard::set_metadata_timeout_seconds(g_settings.library_timeout);
-    return body();
+    const int code = body();
+    io::flush_standard_output();
+    return code;
   } catch (const Error& e) {
     return fail(e.what(), e.code());
   } catch (const std::bad_alloc&) {
@@ -99,17 +107,20 @@ int gen_command(int argc, char** argv) {
   std::int64_t k = -1;
   double density = -1;
   std::string order = "shuffled";
-  int threads = 0;
+  std::string threads = "0";
   bool quiet = false;
   app.add_option("OUT", out, "output file (written to a temporary name, renamed when complete)")->required();
-  app.add_option("--n", spec.n, "matrix order")->required();
-  app.add_option("--m", spec.m, "block order (must divide n)")->required();
-  auto* k_option = app.add_option("--k", k, "number of distinct blocks, 0 <= k <= (n/m)^2");
+  app.add_option("-n,--n", spec.n, "matrix order")->required();
+  app.add_option("-m,--m,--block-size", spec.m, "block order (must divide n)")->required();
+  auto* k_option = app.add_option("-k,--k", k, "number of distinct blocks, 0 <= k <= (n/m)^2");
   auto* density_option = app.add_option("--density", density, "fraction of the (n/m)^2 blocks present: k = round(D * (n/m)^2)");
   k_option->excludes(density_option);
   density_option->excludes(k_option);
   app.add_option("--min-value", spec.min_value, "smallest value")->capture_default_str();
-  app.add_option("--max-value", spec.max_value, "largest value (at most 65535)")->capture_default_str();
+  app.add_option("--max-value", spec.max_value,
+                 "largest value, at most 65535; the default keeps a product's sums of up to 4104 terms below "
+                 "2^32 - 1 (the course's generator's range), 65535 saturates almost every product")
+      ->capture_default_str();
   app.add_option("--seed", spec.seed, "random seed")->capture_default_str();
   app.add_option("--order", order, "record order: shuffled (a seeded permutation), sorted (row-major) or reverse")
       ->check(CLI::IsMember({"shuffled", "sorted", "reverse"}))
@@ -120,10 +131,10 @@ int gen_command(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--zero-blocks", spec.zero_blocks, "fraction of the k blocks that are all zero (the rest never are)")
       ->capture_default_str();
-  app.add_option("--threads", threads, "OpenMP threads, at most 1024 (default: OMP_NUM_THREADS or all cores)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "OpenMP threads, 0 to 1024 (default 0: OMP_NUM_THREADS or all cores)")
+      ->option_text("N");
   app.add_flag("-q,--quiet", quiet, "no summary line");
-  app.footer("Exit codes: 0 success, 2 usage, 4 output failure.");
+  app.footer("Exit codes: 0 success, 1 other failure, 2 usage, 4 output failure, 5 out of memory.");
 
   return run_tool("blockmm-gen", app, argc, argv, [&] {
     if (k_option->count() == 0 && density_option->count() == 0)
@@ -142,9 +153,9 @@ int gen_command(int argc, char** argv) {
     if (spec.m > kMaxSupportedBlockOrder)
       throw UsageError("--m " + std::to_string(spec.m) + " exceeds the largest block order blockmm supports, " +
                                 std::to_string(kMaxSupportedBlockOrder) + " (a block of m*m uint16 values stays below 4 GiB)");
-    check_thread_count(threads, "--threads");
-    if (threads == 0) check_omp_num_threads(g_settings.omp_num_threads);
-    if (threads > 0) omp_set_num_threads(threads);
+    const int thread_count = parse_thread_count(threads, "--threads");
+    if (thread_count == 0) check_omp_num_threads(g_settings.omp_num_threads);
+    if (thread_count > 0) omp_set_num_threads(thread_count);
 
     const auto start = std::chrono::steady_clock::now();
     const GenResult result = generate(spec, out);
@@ -175,10 +186,9 @@ int cmp_command(int argc, char** argv) {
   app.add_flag("--strict", strict,
                "also require ACTUAL to be sorted by (i, j), without duplicates or all-zero blocks, as blockmm writes");
   app.add_flag("-q,--quiet", quiet, "print nothing; the exit code tells");
-  app.footer("Exit codes: 0 equal, 1 different, 2 usage error or an unreadable or malformed file.");
+  app.footer("Exit codes: 0 equal, 1 different, 2 usage, 3 unreadable or malformed file, 4 output failure,\n"
+             "5 out of memory (a failure prints 'blockmm-cmp: error: ...').");
 
-  ExitPolicy policy;
-  policy.trouble = 2;
   return run_tool("blockmm-cmp", app, argc, argv, [&] {
     check_omp_num_threads(g_settings.omp_num_threads);  // libgomp dies without a word on absurd counts
     const std::unique_ptr<MappedFile> expected = MappedFile::open(expected_path);
@@ -209,7 +219,7 @@ int cmp_command(int argc, char** argv) {
       }
     }
     return 1;
-  }, policy);
+  });
 }
 
 int info_command(int argc, char** argv) {
@@ -220,7 +230,8 @@ int info_command(int argc, char** argv) {
   bool json = false;
   app.add_option("FILE", path, "COL380 binary or HDF5 file")->required();
   app.add_flag("--json", json, "print one JSON object");
-  app.footer("Exit codes: 0 success, 2 usage, 3 unreadable or malformed file.");
+  app.footer("Exit codes: 0 success, 1 other failure, 2 usage, 3 unreadable or malformed file, 4 output failure,\n"
+             "5 out of memory.");
 
   return run_tool("blockmm-info", app, argc, argv, [&] {
     check_omp_num_threads(g_settings.omp_num_threads);  // libgomp dies without a word on absurd counts
@@ -247,7 +258,8 @@ int convert_command(int argc, char** argv) {
                  "value width of the input: u16 (input matrix), u32 (product), or auto (binary: from the file size; "
                  "an empty binary file counts as u16)")
       ->check(CLI::IsMember({"auto", "u16", "u32"}));
-  app.footer("Exit codes: 0 success, 2 usage, 3 unreadable or malformed input, 4 output failure.");
+  app.footer("Exit codes: 0 success, 1 other failure, 2 usage, 3 unreadable or malformed input, 4 output failure,\n"
+             "5 out of memory.");
 
   return run_tool("blockmm-convert", app, argc, argv, [&] {
     const io::OutputFormat format = io::choose_output_format(out_path, to);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/parallel_failure.hpp"
@@ -28,14 +29,38 @@ struct RowOutcome {
   }
 };
 
-RowOutcome compare_row(std::int32_t i, const MappedFile& e, const BlockIndex& ei, const MappedFile& a,
+// A block-row that holds records in either file, and where it is in each index (-1: not there).
+struct SharedRow {
+  std::int32_t row;
+  std::int64_t in_expected;
+  std::int64_t in_actual;
+};
+
+// The union of both files' non-empty block-rows, ascending: what compare_files walks, so that its
+// memory follows the records, not n.
+std::vector<SharedRow> rows_of_either(const BlockIndex& ei, const BlockIndex& ai) {
+  std::vector<SharedRow> rows;
+  rows.reserve(static_cast<std::size_t>(ei.rows() + ai.rows()));
+  std::int64_t x = 0, y = 0;
+  while (x < ei.rows() || y < ai.rows()) {
+    const std::int32_t ex = x < ei.rows() ? ei.row(x) : std::numeric_limits<std::int32_t>::max();
+    const std::int32_t ay = y < ai.rows() ? ai.row(y) : std::numeric_limits<std::int32_t>::max();
+    const std::int32_t i = std::min(ex, ay);
+    rows.push_back({i, ex == i ? x++ : -1, ay == i ? y++ : -1});
+  }
+  return rows;
+}
+
+RowOutcome compare_row(const SharedRow& shared, const MappedFile& e, const BlockIndex& ei, const MappedFile& a,
                        const BlockIndex& ai) {
   RowOutcome out;
+  const std::int32_t i = shared.row;
   const std::int64_t m = e.info().header.m;
   const std::int64_t values = e.values_per_block();
   const std::int64_t value_bytes = values * e.value_bytes();
-  std::int64_t s = ei.row_begin(i), t = ai.row_begin(i);
-  const std::int64_t s_end = ei.row_end(i), t_end = ai.row_end(i);
+  const bool in_e = shared.in_expected >= 0, in_a = shared.in_actual >= 0;
+  std::int64_t s = in_e ? ei.row_begin(shared.in_expected) : 0, t = in_a ? ai.row_begin(shared.in_actual) : 0;
+  const std::int64_t s_end = in_e ? ei.row_end(shared.in_expected) : 0, t_end = in_a ? ai.row_end(shared.in_actual) : 0;
   while (s < s_end || t < t_end) {
     const std::int64_t er = s < s_end ? ei.record_at(s) : -1;
     const std::int64_t ar = t < t_end ? ai.record_at(t) : -1;
@@ -100,19 +125,20 @@ Comparison compare_files(const MappedFile& expected, const MappedFile& actual, b
   const BlockIndex ai(actual);
   c.actual_duplicates = ai.duplicates();
 
-  const std::int32_t p = expected.block_rows();
-  std::int32_t first_row = std::numeric_limits<std::int32_t>::max();
+  const std::vector<SharedRow> rows = rows_of_either(ei, ai);
+  const auto row_count = static_cast<std::int64_t>(rows.size());
+  std::int64_t first_row = std::numeric_limits<std::int64_t>::max();
   std::string first_text;
   std::int64_t expected_blocks = 0, actual_blocks = 0, differing_blocks = 0, differing_values = 0, missing = 0,
                extra = 0, actual_zero = 0;
   ParallelFailure failure;
 #pragma omp parallel for schedule(dynamic, 16) reduction(+ : expected_blocks, actual_blocks, differing_blocks, \
                                                              differing_values, missing, extra, actual_zero)
-  for (std::int32_t i = 0; i < p; ++i) {
+  for (std::int64_t i = 0; i < row_count; ++i) {
     if (failure.failed()) continue;
     RowOutcome row;
     try {
-      row = compare_row(i, expected, ei, actual, ai);  // builds strings: may run out of memory
+      row = compare_row(rows[static_cast<std::size_t>(i)], expected, ei, actual, ai);  // builds strings: may run out of memory
     } catch (...) {
       failure.capture();
       continue;

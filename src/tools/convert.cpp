@@ -37,10 +37,11 @@ using io::ValueWidth;
 
 constexpr std::int64_t kPieceBytes = std::int64_t{32} << 20;  // records moved at a time
 
-// A matrix to convert: header, its indptr, and its blocks in (i, j) order, read piece by piece.
+// A matrix to convert: header and its blocks in (i, j) order, read piece by piece. Nothing here
+// is sized by n: a 12-byte file may claim n = 2^31 - 1 (an HDF5 output's /indptr is written from
+// the blocks' rows as they pass, in bounded pieces).
 struct Source {
   BsrHeader header;
-  std::vector<std::int64_t> indptr;
   std::function<std::vector<std::byte>(std::int64_t first, std::int64_t count)> read;
 };
 
@@ -54,7 +55,6 @@ Source hdf5_source(const std::string& path, const std::string& values) {
       (values == "u32" && source.header.width != ValueWidth::u32))
     throw InputError(path + ": /data holds " + width_name(source.header.width) + " values, not the " + values +
                      " that --values asks for");
-  source.indptr = reader->indptr();
   source.read = [reader](std::int64_t first, std::int64_t count) { return reader->read_records(first, count); };
   return source;
 }
@@ -85,15 +85,13 @@ Source binary_source(const std::string& path, const std::string& values) {
       io::inspect_binary_explained(path, values == "u16" ? &u16 : values == "u32" ? &u32 : nullptr);
   const std::int64_t k = info.header.k;
   const std::int64_t stride = info.record_bytes();
-  const std::int32_t p = info.header.n / info.header.m;
   auto fd = std::make_shared<Fd>();
   fd->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd->fd < 0) throw InputError(path + ": cannot open: " + std::strerror(errno));
 
-  // Pass 1, streamed: indices in range, blocks per row, and whether the file is already sorted.
+  // Pass 1, streamed: indices in range, and whether the file is already sorted.
   Source source;
   source.header = {info.header.n, info.header.m, k, info.width};
-  std::vector<std::int64_t> row_blocks(static_cast<std::size_t>(p) + 1, 0);
   bool sorted = true;
   std::uint64_t previous = 0;
   const std::int64_t per_piece = std::max<std::int64_t>(1, kPieceBytes / stride);
@@ -105,7 +103,6 @@ Source binary_source(const std::string& path, const std::string& values) {
     io::validate_record_indices(info, piece.data(), first, count);
     for (std::int64_t r = 0; r < count; ++r) {
       const std::byte* record = piece.data() + r * stride;
-      ++row_blocks[static_cast<std::size_t>(record_row(record)) + 1];
       const std::uint64_t key = key_of(record);
       if (first + r > 0 && sorted) {
         if (key == previous) duplicate(info, record, first + r - 1, first + r);
@@ -114,8 +111,6 @@ Source binary_source(const std::string& path, const std::string& values) {
       previous = key;
     }
   }
-  for (std::int32_t i = 0; i < p; ++i) row_blocks[i + 1] += row_blocks[i];
-  source.indptr = std::move(row_blocks);
 
   if (sorted) {
     source.read = [fd, info, stride](std::int64_t first, std::int64_t count) {
@@ -175,16 +170,42 @@ void write_binary(const Source& source, const std::string& target) {
   output.commit();
 }
 
+// /indptr's p + 1 entries from the rows that hold blocks (row, blocks up to and including it),
+// written in pieces of bounded size: entry r counts the blocks of rows below r.
+void write_indptr(io::BsrContentWriter& content, std::int32_t p,
+                  const std::vector<std::pair<std::int32_t, std::int64_t>>& row_ends) {
+  constexpr std::int64_t kEntries = std::int64_t{1} << 20;
+  std::vector<std::int64_t> piece;
+  std::size_t next = 0;  // the first listed row at or above the entry being filled
+  std::int64_t before = 0;
+  for (std::int64_t first = 0; first <= p; first += kEntries) {
+    const std::int64_t count = std::min(kEntries, std::int64_t{p} + 1 - first);
+    piece.resize(static_cast<std::size_t>(count));
+    for (std::int64_t r = first; r < first + count; ++r) {
+      while (next < row_ends.size() && row_ends[next].first < r) before = row_ends[next++].second;
+      piece[static_cast<std::size_t>(r - first)] = before;
+    }
+    content.write_indptr(first, piece.data(), count);
+  }
+}
+
 void write_hdf5(const Source& source, const std::string& target) {
   const comm::Communicator single{comm::CommunicatorOptions{}};
   io::AtomicOutput output(target, single);
   const io::BsrLayout layout = io::create_bsr_file(output.path_for_library(), target, source.header);
   auto file = output.open_writer();
   io::BsrContentWriter content(*file, source.header, layout);
-  content.write_indptr(0, source.indptr.data(), static_cast<std::int64_t>(source.indptr.size()));
+  std::vector<std::pair<std::int32_t, std::int64_t>> row_ends;  // one a row that holds blocks
+  const std::int64_t stride = source.header.record_bytes();
   for_each_piece(source, [&](std::int64_t first, std::int64_t count, const std::byte* records) {
     content.write_records(first, count, records);
+    for (std::int64_t r = 0; r < count; ++r) {
+      const std::int32_t i = record_row(records + r * stride);
+      if (row_ends.empty() || row_ends.back().first != i) row_ends.emplace_back(i, 0);
+      row_ends.back().second = first + r + 1;
+    }
   });
+  write_indptr(content, source.header.block_rows(), row_ends);
   file->sync_and_close();
   output.commit();
 }

@@ -65,12 +65,13 @@ FileSummary summarize_file(const MappedFile& file) {
   s.min_value = s.has_values ? scan.low : 0;
   s.max_value = scan.high;
 
-  s.row_min = std::numeric_limits<std::int64_t>::max();
-  for (std::int32_t i = 0; i < s.block_rows; ++i) {
-    const std::int64_t count = index.row_end(i) - index.row_begin(i);
+  // Over the rows that hold records (the index lists no others): memory follows the records, not n.
+  s.empty_rows = s.block_rows - index.rows();
+  s.row_min = s.empty_rows > 0 ? 0 : std::numeric_limits<std::int64_t>::max();
+  for (std::int64_t x = 0; x < index.rows(); ++x) {
+    const std::int64_t count = index.row_end(x) - index.row_begin(x);
     s.row_min = std::min(s.row_min, count);
     s.row_max = std::max(s.row_max, count);
-    s.empty_rows += count == 0;
   }
   s.row_mean = static_cast<double>(s.k) / s.block_rows;
   return s;

@@ -130,6 +130,12 @@ std::vector<std::byte> with_index(std::int64_t q, std::int32_t i, std::int32_t j
   return encode(r);
 }
 
+std::vector<std::byte> text_bytes(const std::string& text) {
+  std::vector<std::byte> bytes(text.size());
+  std::memcpy(bytes.data(), text.data(), text.size());
+  return bytes;
+}
+
 std::vector<BadFile> bad_files() {
   const std::vector<std::byte> valid = encode(small_a());  // k = 6, 40-byte records
   const std::int64_t last = small_a().size() - 1;
@@ -182,6 +188,9 @@ std::vector<BadFile> bad_files() {
       {"duplicate_first_last", dup_first_last, {"duplicate"}, {0, last}},
       {"duplicate_adjacent", dup_adjacent, {"duplicate"}, {2, 3}},
       {"duplicate_zero_block", encode(zero_dup), {"duplicate", "(1, 1)"}, {0, 2}},
+      // Text is no blockmm input, said so rather than through the header its bytes would make.
+      {"text", text_bytes("hello, this is a text file\n"), {"not a blockmm input (COL380 binary or HDF5)", "hello"}, {}},
+      {"short_text", text_bytes("hi\n"), {"not a blockmm input (COL380 binary or HDF5)"}, {}},
   };
 }
 
@@ -376,10 +385,67 @@ TEST_F(Cli, UsageErrorsExitTwo) {
     SCOPED_TRACE("blockmm" + joined);
     const RunResult run = run_blockmm(args);
     EXPECT_EQ(run.exit_code, 2) << run.describe();
+    // One short line, as every error (the pointer to --help rides on it).
     const std::vector<std::string> lines = split_lines(run.err);
-    ASSERT_FALSE(lines.empty()) << run.describe();
+    ASSERT_EQ(lines.size(), 1u) << run.describe();
     EXPECT_EQ(lines[0].rfind(kErrorPrefix, 0), 0u) << run.describe();
+    EXPECT_LT(lines[0].size(), 160u) << run.describe();
     EXPECT_TRUE(list_dir(out_dir).empty());
+  }
+}
+
+// Bad option values name the option and what it takes, in one short line.
+TEST_F(Cli, BadOptionValuesNameTheOptionAndTheRange) {
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> fragments;
+  };
+  const std::vector<Case> cases = {
+      {{"--threads", "two"}, {"--threads 'two'", "0", "1024"}},
+      {{"--threads", "-1"}, {"--threads '-1'", "0", "1024"}},
+      {{"--threads", "1.5"}, {"--threads '1.5'", "1024"}},
+      {{"--threads", "99999999999999999999"}, {"--threads 99999999999999999999", "1024"}},
+      {{"--chunk-size", "12Q"}, {"--chunk-size '12Q'", "K, M, G or T"}},
+      {{"--chunk-size", "lots"}, {"--chunk-size 'lots'"}},
+      {{"--mem-budget", "-5G"}, {"--mem-budget '-5G'"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.insert(args.end(), {a, b, out});
+    const RunResult run = run_blockmm(args);
+    SCOPED_TRACE(c.args[0] + " " + c.args[1]);
+    EXPECT_EQ(run.exit_code, 2) << run.describe();
+    const std::vector<std::string> lines = split_lines(run.err);
+    ASSERT_EQ(lines.size(), 1u) << run.describe();
+    EXPECT_LT(lines[0].size(), 120u) << run.describe();
+    for (const std::string& f : c.fragments) EXPECT_NE(lines[0].find(f), std::string::npos) << f << "\n" << run.describe();
+    EXPECT_TRUE(list_dir(out_dir).empty());
+  }
+  // An environment value is escaped as names are: still one line.
+  RunOptions newline;
+  newline.set_env = {"BLOCKMM_PROGRESS_INTERVAL=1\n2"};
+  const RunResult run = run_blockmm({a, b, out}, newline);
+  EXPECT_EQ(run.exit_code, 2) << run.describe();
+  EXPECT_EQ(run.err, std::string(kErrorPrefix) +
+                         "BLOCKMM_PROGRESS_INTERVAL='1\\x0a2': expected seconds in (0, 86400]\n");
+}
+
+// --format takes the names blockmm-convert --to takes: h5/hdf5, bin/binary.
+TEST_F(Cli, FormatTakesTheConvertersNames) {
+  const RunResult reference = run_blockmm({"-q", a, b, out});
+  ASSERT_TRUE(succeeded(reference));
+  const std::vector<std::byte> expected = read_bytes(out);
+  for (const char* name : {"bin", "binary"}) {
+    const std::string target = out_dir + "/C_" + name + ".out";
+    ASSERT_TRUE(succeeded(run_blockmm({"-q", "--format", name, a, b, target}))) << name;
+    EXPECT_TRUE(read_bytes(target) == expected) << name;
+  }
+  for (const char* name : {"h5", "hdf5"}) {
+    const std::string target = out_dir + "/C_" + name + ".out";
+    ASSERT_TRUE(succeeded(run_blockmm({"-q", "--format", name, a, b, target}))) << name;
+    const std::vector<std::byte> bytes = read_bytes(target);
+    ASSERT_GE(bytes.size(), 8u);
+    EXPECT_EQ(std::memcmp(bytes.data(), "\x89HDF\r\n\x1a\n", 8), 0) << name << ": not an HDF5 file";
   }
 }
 

@@ -1,4 +1,4 @@
-// The output promises of the blockmm executable (README "Promises"), end to end without MPI:
+// The output promises of the blockmm executable (docs/promises.md), end to end without MPI:
 // never writing over an input or the product with the stats (exit 2, nothing written), a failing
 // --stats-file failing before the product replaces the old output, an existing output's
 // permissions kept and a read-only one refused, a new output's permissions from the umask, output

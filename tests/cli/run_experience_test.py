@@ -157,8 +157,10 @@ class ProgressOnTerminal(Case):
         out = os.path.join(self.tmp, f"C{columns}.bin")
         code, text = self.run_on_pty(["--threads", "1", self.a, self.b, out], columns, self.env())
         self.assertEqual(code, 0, text)
-        self.assertNotIn("\n", text, "the bar must stay on one line: " + repr(text[-300:]))
-        frames = [f for f in self.frames(text) if f]
+        bar, _, summary = text.rpartition(ESC + "[K")
+        self.assertNotIn("\n", bar, "the bar must stay on one line: " + repr(text[-300:]))
+        self.assertEqual(summary.count("\n"), 1, "one summary line after the bar: " + repr(summary))
+        frames = [f for f in self.frames(bar) if f]
         self.assertTrue(frames, repr(text))
         for f in frames:
             self.assertLessEqual(len(f), columns - 1, f"frame wider than {columns} - 1 columns: {f!r}")
@@ -167,7 +169,9 @@ class ProgressOnTerminal(Case):
         inside = {FRAME_PERCENT.search(f).group(1) for f in numeric} - {"0.0", "100.0"}
         # The one chunk is reported by the kernels' counter while it runs: intermediate values.
         self.assertGreaterEqual(len(inside), 2, f"no movement inside the chunk: {numeric}")
-        self.assertTrue(text.endswith("\r" + ESC + "[K"), "the bar is cleared at the end: " + repr(text[-80:]))
+        # The bar is cleared at the end, and one line says what was written, how big, how long.
+        self.assertRegex(text, re.escape("\r" + ESC + "[K") + r"blockmm: wrote " + re.escape(out) +
+                         r" \(binary\): [\d,]+ blocks, [\d.]+ [kMGT]?B in [\d.]+ s\r?\n$")
         self.check_product(out)
         return numeric
 
@@ -190,6 +194,14 @@ class ProgressOnTerminal(Case):
         self.assertRegex(text, r"blockmm: multiplying \d+\.\d%")
         self.check_product(out)
 
+    def test_short_run_ends_with_one_summary_line(self):
+        out = os.path.join(self.tmp, "Cshort_terminal.bin")
+        code, text = self.run_on_pty(["--threads", "1", self.sa, self.sb, out], 80, self.env(BLOCKMM_PROGRESS_INTERVAL="5"))
+        self.assertEqual(code, 0, text)
+        self.assertRegex(text, r"^blockmm: wrote " + re.escape(out) + r" \(binary\): [\d,]+ blocks, [\d.]+ [kMGT]?B in "
+                         r"[\d.]+ s\r?\n$")
+        self.check_product(out, small=True)
+
     def test_quiet_is_silent(self):
         out = os.path.join(self.tmp, "Cquiet.bin")
         code, text = self.run_on_pty(["--threads", "1", "-q", self.sa, self.sb, out], 80, self.env())
@@ -199,10 +211,23 @@ class ProgressOnTerminal(Case):
 
 
 class ProgressInLogs(Case):
-    def check_lines(self, err, scope=""):
+    STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d "  # local time, ISO 8601
+
+    def check_lines(self, err, out, ranks=1, scope=""):
         self.assertNotIn(ESC, err)
         self.assertNotIn("\r", err)
         lines = err.splitlines()
+        # Every line carries the local time, as logs of long runs do.
+        for line in lines:
+            self.assertRegex(line, "^" + self.STAMP + "blockmm: ")
+        start = datetime.datetime.fromisoformat(lines[0].split(" ")[0])
+        self.assertLess(abs((datetime.datetime.now(datetime.timezone.utc) - start).total_seconds()), 300, lines[0])
+        # The first names the version, the host, ranks x threads, the backend (once chosen: a
+        # line may come before) and the command.
+        self.assertRegex(lines[0], self.STAMP + r"blockmm: blockmm \d+\.\d+\.\d+ \(commit [^)]*\) on " +
+                         re.escape(socket.gethostname()) + f": {ranks} ranks? x 1 thread(, cpu backend)?: .*blockmm " +
+                         re.escape(f"--threads 1 {self.a} {self.b} {out}") + "$")
+        lines = [line.split(" ", 1)[1] for line in lines]
         numeric = [line for line in lines if re.match(r"blockmm: multiplying \d+\.\d% \(", line)]
         self.assertGreaterEqual(len(numeric), 2, err)
         for line in numeric:
@@ -210,7 +235,8 @@ class ProgressInLogs(Case):
         moving = [line for line in numeric if re.search(r"MAC/s, elapsed \d+:\d\d, ETA \d+:\d\d$", line)]
         self.assertTrue(moving, "lines with rate and ETA once tiles are done: " + err)
         self.assertEqual(len([line for line in lines if line.startswith("blockmm: done, elapsed")]), 1, err)
-        self.assertTrue(lines[-1].startswith("blockmm: done"), err)
+        self.assertRegex(lines[-1], r"^blockmm: done, elapsed \d+:\d\d: wrote " + re.escape(out) +
+                         r" \(binary\): [\d,]+ blocks, [\d.]+ [kMGT]?B in [\d.]+ s$")
         return lines
 
     def test_pipe(self):
@@ -218,7 +244,7 @@ class ProgressInLogs(Case):
         p = subprocess.run([BIN, "--threads", "1", self.a, self.b, out], env=self.env(), capture_output=True, text=True,
                            timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.check_lines(p.stderr)
+        self.check_lines(p.stderr, out)
         self.check_product(out)
 
     def test_default_interval_keeps_short_runs_silent(self):
@@ -253,7 +279,7 @@ class ProgressInLogs(Case):
         cmd += [BIN, "--threads", "1", self.a, self.b, out]
         p = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.check_lines(p.stderr, ", rank 0 of 2")  # one "done" line: only rank 0 speaks
+        self.check_lines(p.stderr, out, 2, ", rank 0 of 2")  # one "done" line: only rank 0 speaks
         self.check_product(out)
 
 
@@ -309,6 +335,58 @@ class Messages(Case):
         self.assertRegex(p.stdout, r"--chunk-size SIZE=256M")
         self.assertIn("HDF5", p.stdout.split("Options:")[0])  # the inputs say HDF5 is accepted
         self.assertIn("Usage: blockmm ", p.stdout)
+
+    def test_standard_output_errors_exit_four(self):
+        """A write to stdout that fails (here /dev/full) is an output failure, exit 4 with one
+        line naming stdout, in blockmm and in every C++ tool; never exit 0 with the text lost."""
+        gen_out = os.path.join(self.tmp, "G.bin")
+        cases = [
+            [BIN, "--stats", self.sa, self.sb, os.path.join(self.tmp, "Cfull.bin")],
+            [BIN, "--stats=json", self.sa, self.sb, os.path.join(self.tmp, "Cfull.bin")],
+            [BIN, "--help"],
+            [BIN, "--version"],
+            [GEN, gen_out, "-n", "16", "-m", "4", "-k", "3"],
+            [os.path.join(BUILD, "blockmm-info"), self.sa],
+            [os.path.join(BUILD, "blockmm-info"), "--json", self.sa],
+            [os.path.join(BUILD, "blockmm-cmp"), self.sa, self.sa],
+            [os.path.join(BUILD, "blockmm-convert"), "--help"],
+            [os.path.join(BUILD, "blockmm-cmp"), "--version"],
+        ]
+        for args in cases:
+            with self.subTest(args=args[1:]), open("/dev/full", "w") as full:
+                p = subprocess.run(args, env=self.env(BLOCKMM_PROGRESS_INTERVAL="5"), stdout=full,
+                                   stderr=subprocess.PIPE, text=True, timeout=120)
+                self.assertEqual(p.returncode, 4, p.stderr)
+                lines = p.stderr.splitlines()
+                self.assertEqual(len(lines), 1, p.stderr)
+                self.assertRegex(lines[0], r"^blockmm(-\w+)?: error: standard output: cannot write: No space left on device")
+        # The product itself was written whole (the stats come after it), and the message says so.
+        with open("/dev/full", "w") as full:
+            p = subprocess.run(cases[0], env=self.env(), stdout=full, stderr=subprocess.PIPE, text=True)
+        self.assertIn("was written", p.stderr)
+        self.check_product(cases[0][-1], small=True)
+
+    def test_import_of_a_product_suggests_values_u32(self):
+        importer = os.path.join(BUILD, "blockmm-import")
+        mtx = os.path.join(self.tmp, "product.mtx")
+        with open(mtx, "w") as f:
+            f.write("%%MatrixMarket matrix coordinate integer general\n4 4 2\n1 1 70000\n2 3 5\n")
+        out = os.path.join(self.tmp, "product.bin")
+        p = subprocess.run([importer, "--block-size", "2", mtx, out], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertIn("70000", p.stderr)
+        self.assertIn("--values u32", p.stderr)
+        self.assertFalse(os.path.exists(out))
+        p = subprocess.run([importer, "--values", "u32", "--block-size", "2", mtx, out], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # A value that no width holds gets no such hint.
+        with open(mtx, "w") as f:
+            f.write("%%MatrixMarket matrix coordinate integer general\n4 4 1\n1 1 5000000000\n")
+        p = subprocess.run([importer, "--block-size", "2", mtx, out + ".x"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertNotIn("--values u32", p.stderr)
 
     def test_version_names_features(self):
         p = self.run_blockmm(["--version"])

@@ -446,7 +446,8 @@ TEST(FaultOutput, FileSizeLimitGivesExit4InEveryProgram) {
     ::unlink((out + "/" + name).c_str());
   }
   const Finished gen = run_with_file_size_limit(
-      64 << 10, {build_dir() + "/blockmm-gen", "--n", "1024", "--m", "4", "--density", "0.5", "-q", out + "/G.bin"});
+      64 << 10, {build_dir() + "/blockmm-gen", "--n", "1024", "--m", "4", "--density", "0.5", "--max-value", "65535", "-q",
+               out + "/G.bin"});
   EXPECT_TRUE(too_large_cleanly(gen, "blockmm-gen", out + "/G.bin", out, {}));
   const Finished convert =
       run_with_file_size_limit(64 << 10, {build_dir() + "/blockmm-convert", inputs + "/expected_C.bin", out + "/E.h5"});
@@ -685,7 +686,8 @@ INSTANTIATE_TEST_SUITE_P(Claims, FaultHugeHeader,
                          });
 
 // n = m = 2^31 - 1 and no blocks: a consistent 12-byte file, but one output record would need
-// 8 + 4 m^2 > 2^63 bytes, which no size in the program can hold (it overflowed, undefined).
+// 8 + 4 m^2 > 2^63 bytes, which no size in the program can hold (it overflowed, undefined). The
+// message names the limit a user can act on, 46340, not the one of the arithmetic.
 TEST(FaultHugeHeader, BlockTooLargeForAnyRecordGivesExit3) {
   ScratchDir dir("blockmm-fault");
   const std::string huge = dir / "huge_m.bin";
@@ -693,7 +695,7 @@ TEST(FaultHugeHeader, BlockTooLargeForAnyRecordGivesExit3) {
   const std::string out = dir.subdir("out");
   const RunResult run = run_blockmm({huge, huge, out + "/C.bin", "--quiet"}, within(30));
   EXPECT_EQ(run.exit_code, 3) << run.describe();
-  EXPECT_TRUE(one_error_line(run.err, {huge, "m = 2147483647", "too large"}));
+  EXPECT_TRUE(one_error_line(run.err, {huge, "m = 2147483647", "46340"}));
   EXPECT_TRUE(list_dir(out).empty());
 }
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -68,7 +69,7 @@ TEST_F(FaultMemory, AddressSpaceLimitGivesExitFiveOrTheRightProductNeverAnAbort)
 #endif
   const std::string a = dir / "A.bin", b = dir / "B.bin";
   for (const auto& [path, seed] : {std::pair<std::string, const char*>{a, "1"}, {b, "2"}}) {
-    const RunResult gen = run_process({tool("blockmm-gen"), path, "--n", "8388608", "--m", "1", "--k", "10000",
+    const RunResult gen = run_process({tool("blockmm-gen"), path, "--n", "8388608", "--m", "1", "--k", "10000", "--max-value", "65535",
                                        "--seed", seed, "-q"});
     ASSERT_EQ(gen.exit_code, 0) << gen.describe();
   }
@@ -275,6 +276,91 @@ TEST_F(FaultMemory, DuplicateWithHugeNIsNamedByTheFilesIndices) {
                                ", 7) at records 1 and 2 (byte offsets 22 and 32)\n");
     EXPECT_TRUE(list_dir(out_dir).empty());
   }
+}
+
+// Runs a tool (argv) to its end, under `ulimit -v kb` unless ASan reserves the address space,
+// with two OpenMP threads (each thread's stack and malloc arena take address space too).
+Limited run_tool_measured(long kb, std::vector<std::string> argv) {
+#ifndef BLOCKMM_TEST_ASAN
+  argv.insert(argv.begin(), {"bash", "-c", "ulimit -v " + std::to_string(kb) + " && OMP_NUM_THREADS=2 exec \"$0\" \"$@\""});
+#else
+  (void)kb;
+  argv.insert(argv.begin(), {"env", "OMP_NUM_THREADS=2"});
+#endif
+  return run_measured(argv);
+}
+
+// blockmm-info, -cmp and -convert on files whose header claims n = 2^28 or 2^31 - 1 (m = 1) with
+// none or a few blocks: they used to hold arrays over all n/m block-rows (2 to 4 GiB at 2^28,
+// killed under a job's memory limit without a word). Their memory now follows the records, as
+// blockmm's own does: under a 1.5 GiB address-space limit, within a few MB of a tiny file's run.
+// HDF5 output holds n/m + 1 /indptr entries in the file, so bin -> h5 -> bin runs at n = 2^24.
+TEST_F(FaultMemory, ToolsCostMemoryByRecordsNotByN) {
+  constexpr long kLimitKb = 1536L * 1024;
+  const auto fill = [](std::uint16_t v) { return std::vector<std::uint16_t>(16, v); };
+  write_bytes(dir / "tiny.bin", encode(make_records(16, 4, {{0, 0, fill(1)}, {1, 2, fill(2)}})));
+  const Limited tiny = run_tool_measured(kLimitKb, {tool("blockmm-info"), dir / "tiny.bin"});
+  ASSERT_EQ(tiny.run.exit_code, 0) << tiny.run.describe();
+  const long baseline = tiny.max_rss_kb;
+
+  const auto record = [](std::int32_t i, std::int32_t j, std::uint16_t v) {
+    std::vector<std::byte> bytes(10);
+    std::memcpy(bytes.data(), &i, 4);
+    std::memcpy(bytes.data() + 4, &j, 4);
+    std::memcpy(bytes.data() + 8, &v, 2);
+    return bytes;
+  };
+  const auto records = [&](std::int32_t n, const std::vector<std::array<std::int32_t, 3>>& blocks) {
+    std::vector<std::byte> bytes;
+    for (const auto& [i, j, v] : blocks) {
+      const std::vector<std::byte> one = record(i, j, static_cast<std::uint16_t>(v));
+      bytes.insert(bytes.end(), one.begin(), one.end());
+    }
+    return encode_with_header(n, 1, static_cast<std::int32_t>(blocks.size()), bytes);
+  };
+  const auto check = [&](const std::vector<std::string>& argv, int code) {
+    std::string shown;
+    for (std::size_t x = 0; x < argv.size(); ++x) shown += (x > 0 ? " " : "") + argv[x].substr(argv[x].rfind('/') + 1);
+    SCOPED_TRACE(shown);
+    const Limited run = run_tool_measured(kLimitKb, argv);
+    EXPECT_EQ(run.run.exit_code, code) << run.run.describe();
+    EXPECT_LT(run.max_rss_kb, baseline + 16 * 1024) << "a tiny file: " << baseline << " KB";
+    std::cout << "[ info ] " << shown << ": peak RSS " << run.max_rss_kb << " KB (a tiny file: " << baseline << " KB)\n";
+  };
+  const std::string out_dir = dir.subdir("out");
+  for (const std::int32_t n : {std::int32_t{1} << 28, std::int32_t{2147483647}}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::string empty = dir / "empty.bin", few = dir / "few.bin", shuffled = dir / "shuffled.bin";
+    // Rows at both ends of [0, n); `shuffled` holds the same blocks out of order.
+    const std::vector<std::array<std::int32_t, 3>> blocks = {{0, 7, 9}, {5, 3, 4}, {5, n - 1, 3}, {n - 2, 0, 1}};
+    write_bytes(empty, encode_with_header(n, 1, 0, {}));
+    write_bytes(few, records(n, blocks));
+    write_bytes(shuffled, records(n, {blocks[3], blocks[1], blocks[0], blocks[2]}));
+    for (const std::string& file : {empty, few, shuffled}) {
+      check({tool("blockmm-info"), file}, 0);
+      check({tool("blockmm-info"), "--json", file}, 0);
+    }
+    check({tool("blockmm-cmp"), empty, empty}, 0);
+    check({tool("blockmm-cmp"), "--strict", few, shuffled}, 1);  // equal, but not sorted
+    check({tool("blockmm-cmp"), shuffled, few}, 0);
+    check({tool("blockmm-cmp"), empty, few}, 1);
+    const std::string sorted = out_dir + "/sorted.bin";
+    check({tool("blockmm-convert"), shuffled, sorted}, 0);
+    EXPECT_EQ(read_bytes(sorted), read_bytes(few)) << "blockmm-convert sorts the blocks";
+    check({tool("blockmm-convert"), empty, sorted}, 0);
+    EXPECT_EQ(read_bytes(sorted), read_bytes(empty));
+    std::remove(sorted.c_str());
+  }
+  // Through HDF5 and back: the rows of /indptr come from the blocks, written in bounded pieces.
+  const std::int32_t n = 1 << 24;
+  const std::vector<std::array<std::int32_t, 3>> blocks = {{0, 7, 9}, {5, 3, 4}, {5, n - 1, 3}, {n - 2, 0, 1}};
+  write_bytes(dir / "few24.bin", records(n, {blocks[2], blocks[0], blocks[3], blocks[1]}));
+  const std::string h5 = out_dir + "/few24.h5", back = out_dir + "/back.bin";
+  check({tool("blockmm-convert"), dir / "few24.bin", h5}, 0);
+  check({tool("blockmm-info"), h5}, 0);
+  check({tool("blockmm-convert"), h5, back}, 0);
+  EXPECT_EQ(read_bytes(back), records(n, blocks)) << "bin -> h5 -> bin gives the blocks back, sorted";
+  check({tool("blockmm-cmp"), h5, dir / "few24.bin"}, 0);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the README's "From scipy" recipe exactly as written: the fenced bash block after the
+# Runs the README's "A typical session" recipe exactly as written: the fenced bash block after the
 # marker <!-- scipy-recipe:test -->, in an empty temporary directory whose build/ is the build
 # tree under test (the recipe names build/ as the quick start's preset makes it), with the
 # Python that CMake found first on the PATH. Fails when the marker or block is missing or the

@@ -7,7 +7,7 @@ cores=$(nproc)
 if [ "$cores" -lt 2 ]; then echo "SKIP: one core: no share to widen to"; exit 77; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$BLOCKMM_BUILD_DIR/blockmm-gen" "$work/a.bin" --n 512 --m 4 --k 3000 -q
+"$BLOCKMM_BUILD_DIR/blockmm-gen" "$work/a.bin" --n 512 --m 4 --k 3000 --max-value 65535 -q
 threads() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["threads_per_rank"])' "$1"; }
 
 # Default binding: widened to the node's cores (one rank), with one note.

@@ -4,7 +4,8 @@
 # and every file in a temporary folder. Checks that
 #   - a 2-task job really runs 2 MPI ranks (srun --mpi=pmix), ends COMPLETED with exit code 0,
 #     writes the exact product (byte-identical to a one-process reference run) and the stats
-#     JSON beside it; options after the inputs override the script's;
+#     JSON beside it; options after the inputs override the script's, and options before the
+#     inputs (values as separate words or after '=', flags, '--') work as well;
 #   - a job on a bad input ends FAILED with blockmm's exit code 3 and leaves no output;
 #   - a job without inputs ends FAILED with exit code 2;
 #   - a job whose srun step never starts (srun still exits 0) ends FAILED with exit code 1;
@@ -39,7 +40,7 @@ missing=()
 for tool in munged munge unmunge slurmctld slurmd sbatch scontrol squeue sinfo scancel srun mpirun cmp; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
-((${#missing[@]} == 0)) || skip "missing ${missing[*]} (Debian: apt-get install \$(cat .ci/slurm-deps))"
+((${#missing[@]} == 0)) || skip "missing ${missing[*]} (Debian: scripts/install-deps --slurm)"
 [[ -x $bin ]] || { log "FAIL: blockmm binary '$bin' not found (set BLOCKMM_BIN)"; exit 1; }
 [[ -f $jobs_dir/cpu.sbatch ]] || { log "FAIL: $jobs_dir/cpu.sbatch not found"; exit 1; }
 
@@ -386,6 +387,16 @@ id=$(submit options cpu "${two_tasks[@]}" -- A.bin B.bin C_options.bin --backend
 expect "$id" options COMPLETED 0:0
 check_product options C_options.bin
 grep -q '"backend": "reference"' C_options.bin.stats.json || fail "job options: the backend was not overridden"
+
+# Options before the inputs, as `blockmm --help` teaches ([OPTIONS] A B OUT): values given as
+# separate words and with '=', a flag, and '--' before the operands. The stats go beside OUT
+# (not beside an input), and the job passes.
+id=$(submit before cpu "${two_tasks[@]}" -- --chunk-size 1K --backend=reference -q --stats json -- A.bin B.bin C_before.bin)
+expect "$id" before COMPLETED 0:0
+check_product before C_before.bin
+grep -q '"backend": "reference"' C_before.bin.stats.json || fail "job before: the backend was not overridden"
+leftovers=$(find . -maxdepth 1 -name '*.stats.json' ! -name 'C_*.bin.stats.json' -print)
+[[ -z $leftovers ]] || fail "job before: stats written beside an input: $leftovers"
 
 id=$(submit bad cpu "${two_tasks[@]}" -- bad.bin B.bin C_bad.bin)
 expect "$id" bad FAILED 3:0

@@ -114,7 +114,7 @@ TEST_F(CmpTest, DuplicatesAreADifferenceInActualAndMalformedInExpected) {
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.out.find("block (1, 2) occurs twice in ACTUAL"), std::string::npos) << run.out;
   const ToolRun bad = cmp({d, e});
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, 3);  // EXPECTED is malformed: bad input
   EXPECT_NE(bad.err.find("blockmm-cmp: error: " + d + ": block (1, 2) occurs twice"), std::string::npos) << bad.err;
 }
 
@@ -133,7 +133,7 @@ TEST_F(CmpTest, InputsCompareToo) {
   const ToolRun run = cmp({e, file("b.bin", input, 2)});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.out.find("block (3, 0) element (0, 0): expected 10, actual 11"), std::string::npos) << run.out;
-  // An input against a product: nothing to compare.
+  // An input against a product: nothing to compare, a usage error (each file is well formed).
   const ToolRun mixed = cmp({e, file("p.bin", product_blocks(), 4)});
   EXPECT_EQ(mixed.exit_code, 2);
   EXPECT_NE(mixed.err.find("uint16"), std::string::npos) << mixed.err;
@@ -150,7 +150,8 @@ TEST_F(CmpTest, EmptyFilesFitEitherWidth) {
   EXPECT_EQ(cmp({empty, file("z.bin", {{1, 1, {0, 0, 0, 0}}})}).exit_code, 0);
 }
 
-TEST_F(CmpTest, MalformedOrUnreadableFilesExitTwo) {
+// Exit 3, as every tool for bad input; 1 stays "different", 2 usage.
+TEST_F(CmpTest, MalformedOrUnreadableFilesExitThree) {
   const std::string good = file("good.bin", product_blocks());
   std::string bytes = read_bytes(good);
   write_bytes(path("truncated.bin"), bytes.substr(0, bytes.size() - 3));
@@ -163,7 +164,7 @@ TEST_F(CmpTest, MalformedOrUnreadableFilesExitTwo) {
   for (const std::string name : {"truncated.bin", "trailing.bin", "short.bin", "outside.bin", "bad_header.bin", "absent.bin"}) {
     for (bool first : {true, false}) {
       const ToolRun run = first ? cmp({path(name), good}) : cmp({good, path(name)});
-      EXPECT_EQ(run.exit_code, 2) << name << ": " << run.out << run.err;
+      EXPECT_EQ(run.exit_code, 3) << name << ": " << run.out << run.err;
       EXPECT_EQ(run.err.rfind("blockmm-cmp: error: " + path(name) + ": ", 0), 0u) << run.err;
       EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
       EXPECT_EQ(run.out, "");
@@ -181,10 +182,10 @@ TEST_F(CmpTest, UsageErrorsExitTwo) {
 TEST_F(CmpTest, FindsOneChangedValueInAGeneratedMatrix) {
   // Unsorted, larger files: the indexed path. Patch one value of ACTUAL and expect exactly it.
   for (const std::string order : {"sorted", "shuffled"}) {
-    ASSERT_EQ(run_tool("blockmm-gen", {path("e.bin"), "--n", "2048", "--m", "4", "--k", "60000", "--order", order, "-q"})
+    ASSERT_EQ(run_tool("blockmm-gen", {path("e.bin"), "--n", "2048", "--m", "4", "--k", "60000", "--max-value", "65535", "--order", order, "-q"})
                   .exit_code,
               0);
-    ASSERT_EQ(run_tool("blockmm-gen", {path("s.bin"), "--n", "2048", "--m", "4", "--k", "60000", "--order", "reverse", "-q"})
+    ASSERT_EQ(run_tool("blockmm-gen", {path("s.bin"), "--n", "2048", "--m", "4", "--k", "60000", "--max-value", "65535", "--order", "reverse", "-q"})
                   .exit_code,
               0);
     std::string bytes = read_bytes(path("s.bin"));
@@ -237,7 +238,7 @@ TEST_F(CmpHdf5Test, BinaryAndHdf5CompareAsMatrices) {
   // A Matrix Market file is named as one.
   write_bytes(path("m.mtx"), "%%MatrixMarket matrix coordinate integer general\n8 8 1\n1 1 5\n");
   const ToolRun mtx = cmp({e, path("m.mtx")});
-  EXPECT_EQ(mtx.exit_code, 2);
+  EXPECT_EQ(mtx.exit_code, 3);
   EXPECT_NE(mtx.err.find(path("m.mtx") + ": a Matrix Market file; convert it first with blockmm-import"),
             std::string::npos)
       << mtx.err;

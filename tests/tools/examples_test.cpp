@@ -23,8 +23,8 @@ std::vector<Example> examples() {
        {"--n", "256", "--m", "4", "--density", "0.1", "--max-value", "1023", "--seed", "11"},
        {"--n", "256", "--m", "4", "--density", "0.1", "--max-value", "1023", "--seed", "12"}},
       {"saturating_A.bin", "saturating_B.bin", "saturating_expected_C.bin",
-       {"--n", "8", "--m", "2", "--density", "0.5", "--seed", "21"},
-       {"--n", "8", "--m", "2", "--density", "0.5", "--seed", "31"}},
+       {"--n", "8", "--m", "2", "--density", "0.5", "--max-value", "65535", "--seed", "21"},
+       {"--n", "8", "--m", "2", "--density", "0.5", "--max-value", "65535", "--seed", "31"}},
   };
 }
 

@@ -225,9 +225,34 @@ TEST_F(GenTest, ValuesAreUniformInTheRange) {
     EXPECT_NEAR(static_cast<double>(count), each, each * 0.03) << "value " << value;  // ~8 sigma
   }
   // The full range reaches both ends.
-  const Facts wide = facts_of(io::read_input_file(gen("b.bin", {"--n", "256", "--m", "8", "--k", "1000"})));
+  const Facts wide =
+      facts_of(io::read_input_file(gen("b.bin", {"--n", "256", "--m", "8", "--k", "1000", "--max-value", "65535"})));
   EXPECT_LT(wide.histogram.begin()->first, 10u);
   EXPECT_GT(wide.histogram.rbegin()->first, 65525u);
+}
+
+// The default range is the course generator's, 0..1023: a product of such matrices saturates
+// nothing while a sum has at most 4104 terms (1023^2 * 4104 < 2^32 - 1).
+TEST_F(GenTest, DefaultValuesAreAtMost1023) {
+  const Facts f = facts_of(io::read_input_file(gen("a.bin", {"--n", "256", "--m", "8", "--k", "1000"})));
+  EXPECT_LT(f.histogram.begin()->first, 5u);
+  EXPECT_EQ(f.histogram.rbegin()->first, 1023u);
+  const ToolRun run = run_tool("blockmm-gen", {path("c.bin"), "--n", "64", "--m", "4", "--k", "10"});
+  EXPECT_NE(run.out.find("values [0, 1023]"), std::string::npos) << run.out;
+  // A product with sums of 64 * 64 = 4096 terms stays below saturation.
+  gen("d.bin", {"--n", "64", "--m", "64", "--k", "1", "--min-value", "1023", "--seed", "3"});
+  ASSERT_EQ(run_tool("blockmm", {"-q", path("d.bin"), path("d.bin"), path("dd.bin")}).exit_code, 0);
+  const ToolRun info = run_tool("blockmm-info", {"--json", path("dd.bin")});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("\"max_value\": " + std::to_string(64u * 1023u * 1023u)), std::string::npos) << info.out;
+}
+
+// -n/-m/-k, --n/--m/--k and --block-size (blockmm-import's and blockmm-spy's name for m) agree.
+TEST_F(GenTest, ShortAndLongOptionNamesAgree) {
+  const std::string a = read_bytes(gen("a.bin", {"--n", "64", "--m", "4", "--k", "30", "--seed", "7"}));
+  EXPECT_EQ(read_bytes(gen("b.bin", {"-n", "64", "-m", "4", "-k", "30", "--seed", "7"})), a);
+  EXPECT_EQ(read_bytes(gen("c.bin", {"-n", "64", "--block-size", "4", "-k", "30", "--seed", "7"})), a);
+  EXPECT_EQ(read_bytes(gen("d.bin", {"--n=64", "--m=4", "--k=30", "--seed=7"})), a);
 }
 
 TEST_F(GenTest, OrdersHoldTheSameMatrix) {
@@ -284,6 +309,8 @@ TEST_F(GenTest, BadArgumentsExitTwoAndWriteNothing) {
       {"--n", "16", "--m", "4", "--k", "3", "--max-value", "0"},     // all zero, not asked for
       {"--n", "16", "--m", "4", "--k", "3", "--order", "random"},
       {"--n", "16", "--m", "4", "--k", "3", "--bogus"},
+      {"--n", "16", "--m", "4", "--k", "3", "--threads", "two"},
+      {"--n", "16", "--m", "4", "--k", "3", "--threads", "-1"},
       {"--n", "65536", "--m", "1", "--k", "2147483648"},             // k beyond the int32 header
   };
   for (const Args& args : bad) {
@@ -293,7 +320,9 @@ TEST_F(GenTest, BadArgumentsExitTwoAndWriteNothing) {
     std::string shown;
     for (const auto& a : args) shown += a + " ";
     EXPECT_EQ(run.exit_code, 2) << shown << "\n" << run.err;
-    EXPECT_NE(run.err.find("blockmm-gen: error: "), std::string::npos) << shown;
+    EXPECT_EQ(run.err.rfind("blockmm-gen: error: ", 0), 0u) << shown;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << shown << "\n" << run.err;  // one line
+    EXPECT_LT(run.err.size(), 200u) << shown << "\n" << run.err;
     EXPECT_FALSE(file_exists(path("out.bin"))) << shown;
   }
 }
