@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,9 +44,16 @@ std::vector<int> rank_gpus(int visible, const comm::Communicator& comm, bool nar
 
 // The team's factory for multiply(): the kind by the options and the estimate, and for cuda one
 // backend on each of `gpus`. `gpu_sharers`: ranks sharing the first of them (0: counted by
-// node-local rank).
+// node-local rank). A team made for the same kind and configuration before (a batch's earlier
+// product) is taken from `kept` instead of made again; a new one is kept there.
 multiply::TeamFactory team_factory(const Options& options, kernels::CudaStart& cuda, const comm::Communicator& comm,
-                                   int threads, const std::vector<int>& gpus, int gpu_sharers, std::string name_note);
+                                   int threads, const std::vector<int>& gpus, int gpu_sharers, std::string name_note,
+                                   std::map<std::string, multiply::Team>& kept);
+
+// The team itself (team_factory's body).
+multiply::Team make_team(const Options& options, kernels::CudaStart& cuda, const comm::Communicator& comm, int threads,
+                         const std::vector<int>& gpus, int gpu_sharers, const std::string& name_note,
+                         const kernels::WorkEstimate& estimate, std::map<std::string, multiply::Team>& kept);
 
 // Collective (every rank calls it, whatever it will choose): the ranks of this node that use the
 // same GPU as this rank's `device`, told apart by the device's UUID, so that a rank given a GPU of

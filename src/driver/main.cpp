@@ -14,6 +14,7 @@
 #include "comm/mpi_start.hpp"
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
+#include "driver/batch.hpp"
 #include "driver/options.hpp"
 #include "driver/run.hpp"
 #include "driver/run_stats.hpp"
@@ -51,10 +52,41 @@ void hold_until_every_rank_has_reported(int* argc, char*** argv, const blockmm::
   }
 }
 
+// The products of a batch: each line parsed after the run's own options (driver/batch.hpp).
+// Throws UsageError naming the line that is not a product.
+std::vector<blockmm::driver::Options> batch_products(int argc, char** argv, const blockmm::driver::Options& run,
+                                                     const blockmm::settings::Lookup& environment) {
+  std::vector<blockmm::driver::BatchLine> lines;
+  if (!run.batch_file.empty()) lines = blockmm::driver::read_batch_file(run.batch_file);
+  for (std::size_t p = 0; p < run.products.size(); ++p)
+    lines.push_back({blockmm::driver::split_words(run.products[p], "--product " + std::to_string(p + 1)),
+                     "--product " + std::to_string(p + 1)});
+  const std::vector<std::string> common = blockmm::driver::arguments_without_batch(argc, argv);
+  std::vector<blockmm::driver::Options> products;
+  for (const blockmm::driver::BatchLine& line : lines) {
+    std::vector<std::string> words{argv[0]};
+    words.insert(words.end(), common.begin(), common.end());
+    words.insert(words.end(), line.words.begin(), line.words.end());
+    std::vector<char*> args;
+    for (std::string& w : words) args.push_back(w.data());
+    blockmm::driver::Options product;
+    int exit_code = 0;
+    // The line's errors are told with its origin, in one line.
+    std::string why;
+    if (!blockmm::driver::parse_options(static_cast<int>(args.size()), args.data(), environment, product, exit_code, false,
+                                        &why))
+      throw blockmm::UsageError(line.origin + ": " + why + " (the line: " + blockmm::driver::joined(line.words) + ")");
+    if (!product.batch_file.empty() || !product.products.empty())
+      throw blockmm::UsageError(line.origin + ": a batch's product cannot hold a batch");
+    product.batch_origin = line.origin;
+    products.push_back(std::move(product));
+  }
+  return products;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  using blockmm::ExitCode;
   blockmm::io::install_cleanup_handlers();
 
   // The environment, read once (settings/), and the command line. Usage errors need no MPI:
@@ -77,21 +109,36 @@ int main(int argc, char** argv) {
     if (exit_code != 0) hold_until_every_rank_has_reported(&argc, &argv, placement, environment);
     return exit_code;
   }
+  // The products: this command line's, or a batch's, each parsed as a command line of its own.
+  std::vector<blockmm::driver::Options> products;
+  if (options.batch_file.empty() && options.products.empty()) {
+    products.push_back(options);
+  } else {
+    try {
+      products = batch_products(argc, argv, options, environment);
+    } catch (const blockmm::Error& e) {
+      if (!quiet_rank) report(e.what());
+      hold_until_every_rank_has_reported(&argc, &argv, placement, environment);
+      return static_cast<int>(e.code());
+    }
+  }
   blockmm::io::LibraryGuard::set_metadata_timeout_seconds(options.settings.library_timeout);
 
   // What MPI starts with where the user chose nothing (comm/mpi_start.hpp), and what CUDA starts
   // with: the GPUs it is to see where that is known, one work queue (kernels/cuda_start.hpp), set
   // while this is the only thread: CUDA's driver then loads beside MPI_Init (and the launcher's
-  // wire-up) where a GPU is likely.
+  // wire-up) where a GPU is likely (for any product of a batch).
   const blockmm::comm::CommunicatorOptions comm_options = blockmm::comm::communicator_options(options.settings, placement);
   const bool uses_mpi = blockmm::comm::mpi_will_start(comm_options.mode, placement);
   std::vector<std::string> start_settings = blockmm::comm::apply_mpi_start_settings(uses_mpi, environment);
-  const bool gpu_likely = blockmm::driver::cuda_likely(options, blockmm::driver::input_file_bytes(options));
+  bool gpu_likely = false;
+  for (const blockmm::driver::Options& product : products)
+    gpu_likely = gpu_likely || blockmm::driver::cuda_likely(product, blockmm::driver::input_file_bytes(product));
   if (gpu_likely)
     for (const std::string& setting : blockmm::driver::apply_cuda_start_settings(options, placement, uses_mpi, environment))
       start_settings.push_back(setting);
   blockmm::kernels::CudaStart cuda(gpu_likely && blockmm::kernels::cuda_device_may_exist(environment("CUDA_VISIBLE_DEVICES")));
-  blockmm::driver::ProcessStart start{cuda, gpu_likely, start_settings, environment};
+  blockmm::driver::ProcessStart start{cuda, gpu_likely, start_settings, environment, {}};
   std::unique_ptr<blockmm::comm::Communicator> comm;
   try {
     comm = std::make_unique<blockmm::comm::Communicator>(comm_options, &argc, &argv);
@@ -100,91 +147,36 @@ int main(int argc, char** argv) {
     return static_cast<int>(e.code());
   }
 
-  try {
-    // Never write over an input, nor the stats over the product (exit 2, nothing written). The
-    // stats file is created (and its space reserved) before the work, so that it cannot fail
-    // after the product has replaced the old output; every rank learns of a failure.
-    comm->run_phase([&] {
-      blockmm::io::check_not_an_input(options.out_path, "output", {options.a_path, options.b_path});
-      if (options.stats_file.empty()) return;
-      blockmm::io::check_not_an_input(options.stats_file, "--stats-file", {options.a_path, options.b_path});
-      blockmm::io::check_distinct_outputs(options.out_path, options.stats_file, "--stats-file");
-    });
-    // Its writer is opened now too: after the product's commit only writing into the reserved
-    // space, a sync and a rename are left. The reservation covers the command line's bytes six
-    // times over (a control character is written \u00XX, a byte that is not UTF-8 as two bytes).
-    std::unique_ptr<blockmm::io::AtomicOutput> stats_file;
-    std::unique_ptr<blockmm::io::FileWriter> stats_writer;
-    if (!options.stats_file.empty()) {
-      stats_file = std::make_unique<blockmm::io::AtomicOutput>(options.stats_file, *comm);
-      std::int64_t argument_bytes = 0;
-      for (int a = 0; a < argc; ++a) argument_bytes += static_cast<std::int64_t>(std::strlen(argv[a]));
-      comm->run_phase([&] {
-        stats_file->reserve((std::int64_t{64} << 10) + std::int64_t{1024} * comm->size() + 6 * argument_bytes);
-      });
-      comm->run_phase([&] { stats_writer = stats_file->open_writer(); });
-    }
-    // A run on its own ends with _Exit below: what the run holds is left to the kernel.
+  // A run on its own ends with _Exit below: what its last product holds is left to the kernel.
 #ifndef __SANITIZE_ADDRESS__
-    const bool ends_at_once = !comm->uses_mpi();
+  const bool ends_at_once = !comm->uses_mpi();
 #else
-    const bool ends_at_once = false;
+  const bool ends_at_once = false;
 #endif
-    blockmm::driver::KeptUntilExit kept_until_exit;
-    blockmm::driver::RunStats stats =
-        blockmm::driver::run_product(options, *comm, start, ends_at_once ? &kept_until_exit : nullptr);
-    const std::string version = blockmm::driver::version_text();
-    stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
-    stats.command_line = options.command_line;
-    // The stats on stdout: a write that fails (a full disk, /dev/full, a closed pipe) is an output
-    // failure (exit 4) that every rank agrees on, not a success with the stats lost.
-    comm->run_phase([&] {
-      if (!comm->is_root()) return;
-      if (options.stats == blockmm::driver::StatsMode::text) std::cout << blockmm::driver::stats_text(stats);
-      if (options.stats == blockmm::driver::StatsMode::json) std::cout << blockmm::driver::stats_json(stats) << "\n";
-      blockmm::io::flush_standard_output(" (the product " + options.out_path + " was written)");
-    });
-    if (stats_file) {
-      const std::string json = blockmm::driver::stats_json(stats) + "\n";
-      comm->run_phase([&] {
-        if (comm->is_root()) {
-          stats_writer->write_at(0, json.data(), static_cast<std::int64_t>(json.size()));
-          stats_file->set_size(static_cast<std::int64_t>(json.size()));
-        }
-        stats_writer->sync_and_close();
-      });
-      stats_file->commit();
+  blockmm::driver::KeptUntilExit kept_until_exit;
+  int first_failure = 0;
+  std::size_t failed = 0;
+  for (std::size_t p = 0; p < products.size(); ++p) {
+    const bool last = p + 1 == products.size();
+    const int code = blockmm::driver::run_and_report(products[p], *comm, start,
+                                                     ends_at_once && last ? &kept_until_exit : nullptr);
+    if (code != 0) {
+      ++failed;
+      if (first_failure == 0) first_failure = code;
     }
-#ifndef __SANITIZE_ADDRESS__  // (sanitizer builds keep the exit handlers: LeakSanitizer runs in them)
-    if (!comm->uses_mpi()) {
-      // A run on its own ends here at once: the product is committed and durable, the stats are
-      // out. The exit handlers would only tear down the CUDA context and libraries, which the
-      // kernel does anyway (0.05-0.07 s of teardown on the H100 machine, bench/NOTES.md).
-      std::cout.flush();
-      std::fflush(nullptr);
-      std::_Exit(0);
-    }
-#endif
-    return 0;
-  } catch (const blockmm::Error& e) {
-    // Errors are agreed on by every rank (same code, same message); rank 0 reports, and no rank
-    // exits before it has (a launcher may end the job at the first non-zero exit).
-    if (comm->is_root()) report(e.what());
-    try {
-      comm->barrier();
-    } catch (...) {
-    }
-    return static_cast<int>(e.code());
-  } catch (const std::bad_alloc&) {
-    report("out of memory");
-    comm->abort(static_cast<int>(ExitCode::resource));
-  } catch (const std::system_error& e) {
-    // A thread that could not be started (EAGAIN) is a resource failure like std::bad_alloc.
-    const bool resource = e.code() == std::errc::resource_unavailable_try_again;
-    report(((resource ? "cannot start a thread: " : "") + std::string(e.what())).c_str());
-    comm->abort(static_cast<int>(resource ? ExitCode::resource : ExitCode::other));
-  } catch (const std::exception& e) {
-    report(e.what());
-    comm->abort(static_cast<int>(ExitCode::other));
   }
+  if (products.size() > 1 && comm->is_root() && (failed > 0 || !options.quiet))
+    std::fprintf(stderr, "blockmm: batch: %zu of %zu products written%s\n", products.size() - failed, products.size(),
+                 failed > 0 ? ("; the first failure's exit code is " + std::to_string(first_failure)).c_str() : "");
+#ifndef __SANITIZE_ADDRESS__  // (sanitizer builds keep the exit handlers: LeakSanitizer runs in them)
+  if (!comm->uses_mpi()) {
+    // A run on its own ends here at once: the products are committed and durable, the stats are
+    // out. The exit handlers would only tear down the CUDA context and libraries, which the
+    // kernel does anyway (bench/NOTES.md item 20).
+    std::cout.flush();
+    std::fflush(nullptr);
+    std::_Exit(first_failure);
+  }
+#endif
+  return first_failure;
 }

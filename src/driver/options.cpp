@@ -147,7 +147,7 @@ std::string environment_help() {
 }
 
 bool parse_options(int argc, char** argv, const settings::Lookup& environment, Options& options, int& exit_code,
-                   bool print) {
+                   bool print, std::string* usage_error) {
   CLI::App app{"blockmm: exact block-sparse matrix product C = A x B (uint16 blocks in, saturated uint32 out).\n"
                "Run under mpirun/srun to distribute output block-rows over ranks (one rank per GPU)."};
   app.name("blockmm");
@@ -155,9 +155,16 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
   // overridden by options appended after them.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the usage line and the man page name the program, not the path it was run by
   app.set_version_flag("--version", [] { return version_text(); });
-  app.add_option("A", options.a_path, "left input: COL380 binary, or HDF5 (BSR), told by its signature")->required();
-  app.add_option("B", options.b_path, "right input: COL380 binary, or HDF5 (BSR), told by its signature")->required();
-  app.add_option("OUT", options.out_path, "output: COL380 binary, or HDF5 (BSR) when it ends in .h5/.hdf5")->required();
+  app.add_option("A", options.a_path, "left input: COL380 binary, or HDF5 (BSR), told by its signature");
+  app.add_option("B", options.b_path, "right input: COL380 binary, or HDF5 (BSR), told by its signature");
+  app.add_option("OUT", options.out_path, "output: COL380 binary, or HDF5 (BSR) when it ends in .h5/.hdf5");
+  app.add_option("--batch", options.batch_file,
+                 "several products in one run, one start: a file (or - for standard input) of lines "
+                 "'[options] A B OUT'; a line's options override the run's")
+      ->option_text("FILE");
+  app.add_option("--product", options.products, "one product of a batch, '[options] A B OUT' (repeatable)")
+      ->option_text("'A B OUT'")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::string backend = "auto", format = "auto", progress = "auto", gpus = "all";
   app.add_option("--backend", backend, "auto | cpu | cuda | reference (auto: cuda when a GPU is visible and the work repays it)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "reference"}))
@@ -202,6 +209,10 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
     if (app.count("--stats") > 0 && stats == "off") stats = "off";
     options.stats = stats == "json" ? StatsMode::json : stats == "text" ? StatsMode::text : StatsMode::off;
     options.command_line.assign(argv, argv + argc);
+    const bool batch = !options.batch_file.empty() || !options.products.empty();
+    const int files = !options.a_path.empty() + !options.b_path.empty() + !options.out_path.empty();
+    if (batch && files > 0) throw UsageError("give the products of a batch in it (--batch, --product), not as A B OUT");
+    if (!batch && files < 3) throw UsageError("three files are needed: A B OUT (or --batch FILE)");
     options.chunk_bytes = parse_size(chunk, "--chunk-size");
     // Before anything exists: libgomp dies without a word when it cannot create a team.
     options.threads = parse_thread_count(threads, "--threads");
@@ -219,7 +230,7 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
       options.gpus = count;
     }
     options.format = io::choose_output_format(options.out_path, format);
-    const std::string warning = io::output_name_warning(options.out_path, options.format);
+    const std::string warning = batch ? std::string() : io::output_name_warning(options.out_path, options.format);
     if (!warning.empty() && print) std::cerr << "blockmm: warning: " << escape_control_characters(warning) << "\n";
     if (options.threads == 0) check_omp_num_threads(options.settings.omp_num_threads);
   } catch (const CLI::ParseError& e) {
@@ -232,10 +243,12 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
         std::cerr << "blockmm: error: " << escape_control_characters(usage_message(app, e)) << " (see blockmm --help)\n";
       }
     }
+    if (usage_error != nullptr) *usage_error = e.get_exit_code() == 0 ? "--help or --version" : usage_message(app, e);
     return false;
   } catch (const UsageError& e) {
     exit_code = static_cast<int>(ExitCode::usage);
     if (print) std::cerr << "blockmm: error: " << escape_control_characters(e.what()) << "\n";
+    if (usage_error != nullptr) *usage_error = e.what();
     return false;
   }
   return true;

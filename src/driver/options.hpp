@@ -34,12 +34,16 @@ struct Options {
   std::int64_t mem_budget = 0;    // device memory budget a GPU; 0 = automatic
   settings::Settings settings;    // the environment's BLOCKMM_* variables and the like
   std::vector<std::string> command_line;  // argv as given, for the log header and the stats
+  std::string batch_file;                 // --batch: several products (driver/batch.hpp)
+  std::vector<std::string> products;      // --product, each one line of a batch
+  std::string batch_origin;               // a batch's product: where it came from ("FILE:LINE")
 };
 
 // Parses argv, and the environment through `environment`. Returns false when the process should
-// exit with `exit_code` (--help, --version, usage errors; messages already printed).
+// exit with `exit_code` (--help, --version, usage errors; messages printed where `print`, and the
+// usage error's text kept in `usage_error` where given).
 bool parse_options(int argc, char** argv, const settings::Lookup& environment, Options& options, int& exit_code,
-                   bool print);
+                   bool print, std::string* usage_error = nullptr);
 
 // The --help text's list of environment variables (settings::table()).
 std::string environment_help();

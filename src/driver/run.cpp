@@ -6,14 +6,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <new>
+#include <system_error>
 
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
 #include "driver/cores.hpp"
 #include "driver/progress.hpp"
+#include "io/atomic_output.hpp"
+#include "io/file_access.hpp"
 #include "io/input_file.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/product_writer.hpp"
@@ -197,7 +202,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
   multiply::Report& product = stats;
   product = multiply::multiply(*a_file, *b_file,
                                team_factory(options, cuda, comm, stats.threads, gpus, gpu_sharers,
-                                            visibility.empty() ? "" : "[" + visibility + "]"),
+                                            visibility.empty() ? "" : "[" + visibility + "]", start.teams),
                                *writer, comm, multiply_options(options, stats.threads, kept_until_exit), observer);
   stats.mine.read += opening;
 
@@ -211,6 +216,92 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
   stats.mine.total = total_clock.seconds();
   gather_phase_times(stats.mine, comm, stats);
   return stats;
+}
+
+namespace {
+
+void report_error(const Options& options, const char* what) {
+  const std::string prefix = options.batch_origin.empty() ? "" : options.batch_origin + ": ";
+  std::fprintf(stderr, "blockmm: error: %s%s\n", prefix.c_str(), escape_control_characters(what).c_str());
+}
+
+// The product itself: checks, the stats file (made before the work), the run, its stats.
+void run_and_write_stats(const Options& options, const comm::Communicator& comm, ProcessStart& start,
+                         KeptUntilExit* kept_until_exit) {
+  // Never write over an input, nor the stats over the product (exit 2, nothing written). The
+  // stats file is created (and its space reserved) before the work, so that it cannot fail
+  // after the product has replaced the old output; every rank learns of a failure.
+  comm.run_phase([&] {
+    io::check_not_an_input(options.out_path, "output", {options.a_path, options.b_path});
+    if (options.stats_file.empty()) return;
+    io::check_not_an_input(options.stats_file, "--stats-file", {options.a_path, options.b_path});
+    io::check_distinct_outputs(options.out_path, options.stats_file, "--stats-file");
+  });
+  // Its writer is opened now too: after the product's commit only writing into the reserved
+  // space, a sync and a rename are left. The reservation covers the command line's bytes six
+  // times over (a control character is written \u00XX, a byte that is not UTF-8 as two bytes).
+  std::unique_ptr<io::AtomicOutput> stats_file;
+  std::unique_ptr<io::FileWriter> stats_writer;
+  if (!options.stats_file.empty()) {
+    stats_file = std::make_unique<io::AtomicOutput>(options.stats_file, comm);
+    std::int64_t argument_bytes = 0;
+    for (const std::string& argument : options.command_line) argument_bytes += static_cast<std::int64_t>(argument.size());
+    comm.run_phase([&] { stats_file->reserve((std::int64_t{64} << 10) + std::int64_t{1024} * comm.size() + 6 * argument_bytes); });
+    comm.run_phase([&] { stats_writer = stats_file->open_writer(); });
+  }
+  RunStats stats = run_product(options, comm, start, kept_until_exit);
+  const std::string version = version_text();
+  stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
+  stats.command_line = options.command_line;
+  // The stats on stdout: a write that fails (a full disk, /dev/full, a closed pipe) is an output
+  // failure (exit 4) that every rank agrees on, not a success with the stats lost.
+  comm.run_phase([&] {
+    if (!comm.is_root()) return;
+    if (options.stats == StatsMode::text) std::cout << stats_text(stats);
+    if (options.stats == StatsMode::json) std::cout << stats_json(stats) << "\n";
+    io::flush_standard_output(" (the product " + options.out_path + " was written)");
+  });
+  if (stats_file) {
+    const std::string json = stats_json(stats) + "\n";
+    comm.run_phase([&] {
+      if (comm.is_root()) {
+        stats_writer->write_at(0, json.data(), static_cast<std::int64_t>(json.size()));
+        stats_file->set_size(static_cast<std::int64_t>(json.size()));
+      }
+      stats_writer->sync_and_close();
+    });
+    stats_file->commit();
+  }
+}
+
+}  // namespace
+
+int run_and_report(const Options& options, const comm::Communicator& comm, ProcessStart& start,
+                   KeptUntilExit* kept_until_exit) {
+  try {
+    run_and_write_stats(options, comm, start, kept_until_exit);
+    return 0;
+  } catch (const Error& e) {
+    // Errors are agreed on by every rank (same code, same message); rank 0 reports, and no rank
+    // goes on before it has (a launcher may end the job at the first non-zero exit).
+    if (comm.is_root()) report_error(options, e.what());
+    try {
+      comm.barrier();
+    } catch (...) {
+    }
+    return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    report_error(options, "out of memory");
+    comm.abort(static_cast<int>(ExitCode::resource));
+  } catch (const std::system_error& e) {
+    // A thread that could not be started (EAGAIN) is a resource failure like std::bad_alloc.
+    const bool resource = e.code() == std::errc::resource_unavailable_try_again;
+    report_error(options, ((resource ? "cannot start a thread: " : "") + std::string(e.what())).c_str());
+    comm.abort(static_cast<int>(resource ? ExitCode::resource : ExitCode::other));
+  } catch (const std::exception& e) {
+    report_error(options, e.what());
+    comm.abort(static_cast<int>(ExitCode::other));
+  }
 }
 
 }  // namespace blockmm::driver

@@ -4,6 +4,7 @@
 // code and message and leaves no output behind.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "driver/options.hpp"
 #include "driver/run_stats.hpp"
 #include "kernels/cuda_start.hpp"
+#include "multiply/multiply.hpp"
 
 namespace blockmm::driver {
 
@@ -28,9 +30,18 @@ struct ProcessStart {
   bool gpu_likely = false;
   std::vector<std::string> settings;
   settings::Lookup environment;
+  // Backends made for one product and kept for the next of a batch, by what they were made for.
+  std::map<std::string, multiply::Team> teams;
 };
 
 RunStats run_product(const Options& options, const comm::Communicator& comm, ProcessStart& start,
                      KeptUntilExit* kept_until_exit = nullptr);
+
+// One product from its checks to its stats (on stdout and in --stats-file): its exit code.
+// Errors are agreed on by every rank; rank 0 reports them in one line (a batch's product with its
+// origin), and no rank returns before it has. A failure that cannot be agreed on (out of memory
+// outside an agreement, a thread that cannot start) ends the job.
+int run_and_report(const Options& options, const comm::Communicator& comm, ProcessStart& start,
+                   KeptUntilExit* kept_until_exit);
 
 }  // namespace blockmm::driver

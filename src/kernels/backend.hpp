@@ -143,6 +143,9 @@ class Backend {
 
   // What it moved: for a team's report.
   virtual BackendCounters counters() const { return {}; }
+  // A backend made for one product and kept for the next (a batch): its steps and counters
+  // start again from zero, so that each product reports its own.
+  virtual void begin_product() {}
 
   // Seconds of the backend's own steps inside the phases (e.g. the upload within the build),
   // for --stats=json; empty where a backend has nothing finer to say.

@@ -108,6 +108,7 @@ class HostBackend : public Backend {
     return std::make_unique<HostOperand>(operands::packed_rows_view(packed, bytes), std::move(storage));
   }
   BackendCounters counters() const override { return counters_; }
+  void begin_product() override { counters_ = {}; }
 
  protected:
   virtual TilePattern symbolic(const Operands& operands) = 0;

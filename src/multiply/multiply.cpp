@@ -287,7 +287,7 @@ Report multiply(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory&
     report.rank_devices.push_back(device);
   }
   if (options.kept_until_exit != nullptr)
-    for (std::unique_ptr<kernels::Backend>& backend : team) options.kept_until_exit->push_back(std::move(backend));
+    for (const std::shared_ptr<kernels::Backend>& backend : team) options.kept_until_exit->push_back(backend);
   return report;
 }
 

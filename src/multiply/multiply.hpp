@@ -48,8 +48,9 @@ struct Options {
 };
 
 // A rank's backends, made once the work is estimated (before any operand exists: backends build
-// their own). One for host backends; one a GPU for cuda.
-using Team = std::vector<std::unique_ptr<kernels::Backend>>;
+// their own). One for host backends; one a GPU for cuda. Shared: a caller that runs several
+// products may hand the same backends to each (their GPUs' contexts, staging and cuBLAS kept).
+using Team = std::vector<std::shared_ptr<kernels::Backend>>;
 using TeamFactory = std::function<Team(const kernels::WorkEstimate& estimate)>;
 
 // Collective. Multiplies the inputs into `writer` (begun here, committed by the caller). Throws

@@ -100,6 +100,10 @@ class CudaBackend final : public Backend {
   }
 
   BackendCounters counters() const override { return counters_; }
+  void begin_product() override {
+    counters_ = {};
+    steps_.clear();
+  }
 
   std::map<std::string, double> step_seconds() const override { return steps_; }
 
