@@ -27,6 +27,7 @@ int device_for(const comm::Communicator& comm, int devices) { return devices > 0
 
 // Developer settings for comparisons (bench/): the driver reads them, the backend only sees
 // its config. BLOCKMM_CUDA_DENSE=1|0, BLOCKMM_CUDA_DENSE_TYPE=f64|planes, BLOCKMM_CUDA_GENERIC=1,
+// BLOCKMM_CUDA_TC=0|1 (block products on tensor cores for m = 8, 16, 32; 1 by default),
 // BLOCKMM_CUDA_BUILD=host|device.
 kernels::CudaChoices cuda_choices_from_environment() {
   kernels::CudaChoices choices;
@@ -39,6 +40,8 @@ kernels::CudaChoices cuda_choices_from_environment() {
   if (value("BLOCKMM_CUDA_DENSE_TYPE") == "f64") choices.dense_type = kernels::CudaChoices::DenseType::float64;
   if (value("BLOCKMM_CUDA_DENSE_TYPE") == "planes") choices.dense_type = kernels::CudaChoices::DenseType::byte_planes;
   choices.generic_kernel = value("BLOCKMM_CUDA_GENERIC") == "1";
+  if (value("BLOCKMM_CUDA_TC") == "0") choices.tensor_core_blocks = false;
+  if (value("BLOCKMM_CUDA_TC") == "1") choices.tensor_core_blocks = true;
   if (value("BLOCKMM_CUDA_BUILD") == "host") choices.build = kernels::CudaChoices::Build::host;
   if (value("BLOCKMM_CUDA_BUILD") == "device") choices.build = kernels::CudaChoices::Build::device;
   return choices;

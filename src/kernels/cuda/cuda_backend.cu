@@ -250,7 +250,14 @@ class CudaBackend final : public Backend {
     problem.record_bytes = record_bytes<std::uint32_t>(m);
     // The path: the faster predicted one (path_choice.hpp), unless the choices force one. The
     // dense prediction needs the encoding, and so the operands' largest value (one pass).
-    const cuda::SparseKernel kernel = cuda::sparse_kernel_for(m, choices_.generic_kernel);
+    // The sparse kernel: block products on tensor cores where asked for, m allows, the device
+    // has them (sm_80) and B's byte planes fit the room.
+    int major = 0;
+    BLOCKMM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+    const cuda::RightOperandCounts b_counts{b.blocks(), b.shape.block_rows()};
+    const cuda::SparseKernel kernel = cuda::fitting_sparse_kernel(
+        cuda::sparse_kernel_for(m, choices_.generic_kernel, choices_.tensor_core_blocks && major >= 8), pattern.layout(), m,
+        room, b_counts);
     cuda::PathProblem path = cuda::path_problem(a.shape.n, m, pattern.layout().row_ptr, a.row_ptr.data(), b.blocks(),
                                                 pattern.block_products);
     const bool dense_possible = a.shape.n < cuda::kDenseMaxOrder && choices_.dense != CudaChoices::Dense::never;
@@ -268,8 +275,9 @@ class CudaBackend final : public Backend {
       report.device += " (" + cuda::describe(choice.predicted) + ")";
       cuda::numeric_dense(a, b, pattern, plan, params, cublas_, sink, options, pipeline, report, steps_);
     } else {
-      const cuda::SparsePlan plan = cuda::plan_sparse(pattern.layout(), m, choices_.generic_kernel, room, options.chunk_bytes);
-      report.device += std::string(", sparse tile kernels (") + cuda::describe(choice.predicted) + ")";
+      const cuda::SparsePlan plan = cuda::plan_sparse(pattern.layout(), m, kernel, room, options.chunk_bytes, b_counts);
+      report.device += std::string(kernel.tensor_cores ? ", sparse tensor-core blocks (" : ", sparse tile kernels (") +
+                       cuda::describe(choice.predicted) + ")";
       cuda::numeric_sparse(pattern, plan, params, sink, options, pipeline, report);
     }
 

@@ -19,7 +19,9 @@ namespace blockmm::kernels::cuda {
 struct PathProblem {
   std::int64_t n = 0;                 // matrix order
   std::int32_t m = 0;                 // block order
-  std::int32_t rows_with_tiles = 0;   // block-rows with output tiles: the dense tiles' height
+  // Block-rows the dense tiles span: from the panel's first row with output tiles to its last
+  // (the dense path multiplies runs of consecutive rows, empty ones among them).
+  std::int32_t dense_rows = 0;
   std::int64_t tiles = 0;             // output tiles
   std::int64_t block_products = 0;
   // List entries the sparse matching meets: over the tiles, the length of the A row plus that
@@ -40,6 +42,7 @@ struct PathCosts {
   SparseCosts fixed[6];                 // the CUDA-core tile kernels for m = 1, 2, 4, 8, 16, 32
   double generic_macs_per_second = 0;   // the generic kernel (any other m): its multiply-adds
   double generic_walk_entry_seconds = 0;  // ... and a list entry, per thread of a tile that walks it
+  SparseCosts tensor_core[3];           // the tensor-core block kernel for m = 8, 16, 32
   double dense_int8_macs_per_second = 0;     // one int8 GEMM product's multiply-adds (cuBLAS)
   double dense_float64_macs_per_second = 0;
   double dense_tile_seconds = 0;             // gathering an output tile from the dense product
