@@ -179,37 +179,42 @@ BLOCKMM_UNROLL
   // The next step's operands from the waiting matches (slots past `count` are zeros, which add
   // nothing); the matches are then taken.
   BLOCKMM_HD_INLINE void load(const std::uint16_t* a_values, const std::uint8_t* b_planes) {
-    const int slot = lane_slot(M, lane), l0 = lane_run_l(M, lane);
+    const int slot = lane_slot(M, lane);
     std::int32_t a_block = 0, b_block = 0;
-BLOCKMM_UNROLL
+    BLOCKMM_UNROLL
     for (int s = 0; s < kSlots; ++s)
       if (s == slot) {
         a_block = pending_a[s];
         b_block = pending_b[s];
       }
-    const bool valid = slot < count;
-    const int g = lane >> 2;
-BLOCKMM_UNROLL
+    load_match(a_block, b_block, slot < count, a_values, b_planes);
+    count = 0;
+  }
+
+  // The next step's operands where the lane's own match (that of its slot, lane_slot) is given:
+  // A's and B's block, and whether there is one (else zeros). The blocks are read either way
+  // (the indices must be valid ones), so that no lane branches before the warp's MMAs.
+  BLOCKMM_HD_INLINE void load_match(std::int32_t a_block, std::int32_t b_block, bool valid, const std::uint16_t* a_values,
+                                    const std::uint8_t* b_planes) {
+    const int l0 = lane_run_l(M, lane), g = lane >> 2;
+    const std::uint32_t keep = valid ? 0xFFFFFFFFu : 0u;
+    BLOCKMM_UNROLL
     for (int rg = 0; rg < RG; ++rg) {
       // A's row 8 (row_group0 + rg) + g, entries l0 .. l0+7: hi bytes to registers 0 and 2 (the
       // MMA's rows g), lo bytes to 1 and 3 (rows g + 8).
-      Words q{{0, 0, 0, 0}};
-      if (valid)
-        q = load16(a_values + std::int64_t{a_block} * M * M + std::int64_t{8 * (row_group0 + rg) + g} * M + l0);
+      Words q = load16(a_values + std::int64_t{a_block} * M * M + std::int64_t{8 * (row_group0 + rg) + g} * M + l0);
+      for (int r = 0; r < 4; ++r) q.w[r] &= keep;
       a[rg][0] = byte_perm(q.w[0], q.w[1], 0x7531);
       a[rg][1] = byte_perm(q.w[0], q.w[1], 0x6420);
       a[rg][2] = byte_perm(q.w[2], q.w[3], 0x7531);
       a[rg][3] = byte_perm(q.w[2], q.w[3], 0x6420);
     }
-BLOCKMM_UNROLL
+    BLOCKMM_UNROLL
     for (int cg = 0; cg < CG; ++cg) {
       // B's column 8 (col_group0 + cg) + g, entries l0 .. l0+7: the run's hi bytes, then its lo.
-      Words q{{0, 0, 0, 0}};
-      if (valid)
-        q = load16(b_planes + std::int64_t{b_block} * 2 * M * M + b_planes_offset(M, 8 * (col_group0 + cg) + g, l0 / 8));
-      for (int r = 0; r < 4; ++r) b[cg][r] = q.w[r];
+      const Words q = load16(b_planes + std::int64_t{b_block} * 2 * M * M + b_planes_offset(M, 8 * (col_group0 + cg) + g, l0 / 8));
+      for (int r = 0; r < 4; ++r) b[cg][r] = q.w[r] & keep;
     }
-    count = 0;
   }
 
   // After the step's MMAs: folds the accumulators every kFlushSteps steps.

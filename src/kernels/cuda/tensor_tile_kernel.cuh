@@ -7,11 +7,12 @@
 // Matching, per work unit (both exact; the order of the matches does not matter):
 // - a bitmap of the A row's block columns in shared memory, with each word's rank (the A
 //   blocks before it), so that each B column is scanned 32 entries at a time by one warp, a
-//   ballot gathering the hits (no dependent loads, unlike a walk);
+//   ballot placing the hits in a per-warp queue from which each K-step's lanes read their
+//   match (no dependent loads, unlike a walk);
 // - or, where the bitmap does not fit shared memory or does not pay (tensor_tile.hpp,
 //   bitmap_pays: a very long A row against short columns), the CUDA-core kernel's two-pointer
-//   walk with its search of a far longer list (tile_kernel.cuh, for_each_match), run by every
-//   lane of a warp alike.
+//   walk with its search of a far longer list (tile_kernel.cuh, for_each_match_batch), run by
+//   every lane of a warp alike, each batch into the same queue.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -62,11 +63,10 @@ __global__ void b_block_planes(const std::uint16_t* values, std::int64_t blocks,
 
 namespace detail {
 
-// One K-step of a lane's tile: its operands, then the warp's MMAs on them.
+// The warp's MMAs of one K-step on the operands its lanes loaded.
 template <int M>
-__device__ __forceinline__ void tensor_step(tensor::LaneTile<M>& t, const std::uint16_t* a_values,
-                                            const std::uint8_t* b_planes) {
-  t.load(a_values, b_planes);
+__device__ __forceinline__ void tensor_mmas(tensor::LaneTile<M>& t) {
+  __syncwarp();
 #pragma unroll
   for (int rg = 0; rg < tensor::LaneTile<M>::RG; ++rg)
 #pragma unroll
@@ -113,31 +113,109 @@ __device__ __forceinline__ void build_row_bitmap(const TileParams& p, std::int32
   __syncthreads();
 }
 
-// The matches of the A row (in the bitmap) with B's column j, in column order, pushed into
-// every lane's tile alike: each lane tests one entry of a run of 32; the hits go round by shuffle.
-template <typename Push>
-__device__ __forceinline__ void bitmap_matches(const TileParams& p, std::int32_t a_begin, const std::uint32_t* bits,
-                                               const std::int32_t* rank, std::int32_t j, Push&& push) {
-  const int lane = threadIdx.x & 31;
-  const std::int32_t e1 = __ldg(p.b_col_ptr + j + 1);
-  for (std::int32_t base = __ldg(p.b_col_ptr + j); base < e1; base += 32) {
-    const std::int32_t e = base + lane;
-    bool hit = false;
-    std::int32_t a_block = 0, b_block = 0;
-    if (e < e1) {
-      const std::int32_t k = __ldg(p.b_csc_row + e);
-      const std::uint32_t word = bits[k >> 5], bit = 1u << (k & 31);
-      if (word & bit) {
-        hit = true;
-        a_block = a_begin + rank[k >> 5] + __popc(word & (bit - 1));
-        b_block = __ldg(p.b_csc_block + e);
-      }
+// A warp's queue of matches in shared memory (A's block, B's block), filled by either matching
+// a run at a time (the bitmap's hits among 32 B-column entries, or a batch of the walk's), from
+// which each K-step's lanes read their slot's match; fewer than a step's worth wait for the next
+// run. The same in every lane but `entries`' contents.
+constexpr int kMatchQueue = 64;  // at least 32 new matches plus a step's worth waiting
+
+template <int M>
+struct MatchQueue {
+  static constexpr int kSlots = tensor::Shape<M>::kSlots;
+  int2* entries;
+  int queued = 0;
+
+  // The K-steps the queue holds, multiplied into the lanes' tile; the rest to the front.
+  __device__ __forceinline__ void run_steps(tensor::LaneTile<M>& t, const std::uint16_t* a_values,
+                                            const std::uint8_t* b_planes) {
+    __syncwarp();
+    const int lane = threadIdx.x & 31, slot = tensor::lane_slot(M, lane);
+    int head = 0;
+    for (; queued - head >= kSlots; head += kSlots) {
+      const int2 match = entries[head + slot];
+      t.load_match(match.x, match.y, true, a_values, b_planes);
+      tensor_mmas(t);
     }
-    for (unsigned mask = __ballot_sync(0xFFFFFFFFu, hit); mask != 0; mask &= mask - 1) {
-      const int from = __ffs(static_cast<int>(mask)) - 1;
-      push(__shfl_sync(0xFFFFFFFFu, a_block, from), __shfl_sync(0xFFFFFFFFu, b_block, from));
-    }
+    const int rest = queued - head;
+    int2 carried = make_int2(0, 0);
+    if (lane < rest) carried = entries[head + lane];
+    __syncwarp();
+    if (lane < rest) entries[lane] = carried;
+    __syncwarp();
+    queued = rest;
   }
+
+  // The last step, its empty slots zeros (their blocks any valid ones: block 0).
+  __device__ __forceinline__ void finish(tensor::LaneTile<M>& t, const std::uint16_t* a_values,
+                                         const std::uint8_t* b_planes) {
+    if (queued > 0) {
+      const int slot = tensor::lane_slot(M, threadIdx.x & 31);
+      const bool valid = slot < queued;
+      const int2 match = valid ? entries[slot] : make_int2(0, 0);
+      t.load_match(match.x, match.y, valid, a_values, b_planes);
+      tensor_mmas(t);
+    }
+    queued = 0;
+    __syncwarp();  // the queue is the next tile's
+  }
+};
+
+// The matches of the A row (in the bitmap) with B's column j, multiplied into the lanes' tile:
+// each lane tests one entry of a run of 32 (the next run's entries loaded before this run's
+// steps), a ballot places the hits in the queue in column order.
+template <int M>
+__device__ __forceinline__ void bitmap_tile(const TileParams& p, std::int32_t a_begin, const std::uint32_t* bits,
+                                            const std::int32_t* rank, std::int32_t j, MatchQueue<M>& queue,
+                                            tensor::LaneTile<M>& t, const std::uint8_t* b_planes) {
+  const int lane = threadIdx.x & 31;
+  const std::int32_t e0 = __ldg(p.b_col_ptr + j), e1 = __ldg(p.b_col_ptr + j + 1);
+  std::int32_t k_next = 0, block_next = 0;
+  if (e0 + lane < e1) {
+    k_next = __ldg(p.b_csc_row + e0 + lane);
+    block_next = __ldg(p.b_csc_block + e0 + lane);
+  }
+  for (std::int32_t base = e0; base < e1; base += 32) {
+    const std::int32_t k = k_next, b_block = block_next;
+    const bool present = base + lane < e1;
+    if (base + 32 + lane < e1) {
+      k_next = __ldg(p.b_csc_row + base + 32 + lane);
+      block_next = __ldg(p.b_csc_block + base + 32 + lane);
+    }
+    bool hit = false;
+    std::int32_t a_block = 0;
+    if (present) {
+      const std::uint32_t word = bits[k >> 5], bit = 1u << (k & 31);
+      hit = (word & bit) != 0;
+      a_block = a_begin + rank[k >> 5] + __popc(word & (bit - 1));
+    }
+    const unsigned mask = __ballot_sync(0xFFFFFFFFu, hit);
+    if (hit) queue.entries[queue.queued + __popc(mask & ((1u << lane) - 1))] = make_int2(a_block, b_block);
+    queue.queued += __popc(mask);
+    queue.run_steps(t, p.a_values, b_planes);
+  }
+  queue.finish(t, p.a_values, b_planes);
+}
+
+// The same by the two-pointer walk (and its search of a far longer list), a batch at a time.
+template <int M>
+__device__ __forceinline__ void walk_tile(const TileParams& p, std::int32_t a_begin, std::int32_t a_end, std::int32_t j,
+                                          MatchQueue<M>& queue, tensor::LaneTile<M>& t, const std::uint8_t* b_planes) {
+  const int lane = threadIdx.x & 31;
+  for_each_match_batch(p, a_begin, a_end, __ldg(p.b_col_ptr + j), __ldg(p.b_col_ptr + j + 1),
+                       [&](const std::int32_t (&ma)[kMatchBatch], const std::int32_t (&mb)[kMatchBatch], int count) {
+                         // Every lane holds the batch; lane q writes match q.
+                         std::int32_t a_block = 0, b_block = 0;
+#pragma unroll
+                         for (int q = 0; q < kMatchBatch; ++q)
+                           if (q == lane) {
+                             a_block = ma[q];
+                             b_block = mb[q];
+                           }
+                         if (lane < count) queue.entries[queue.queued + lane] = make_int2(a_block, b_block);
+                         queue.queued += count;
+                         queue.run_steps(t, p.a_values, b_planes);
+                       });
+  queue.finish(t, p.a_values, b_planes);
 }
 
 }  // namespace detail
@@ -155,6 +233,7 @@ __global__ void __launch_bounds__(kThreadsPerUnit) tensor_tile_kernel(TileParams
   std::uint32_t* bits = shared_words;
   std::int32_t* rank = reinterpret_cast<std::int32_t*>(shared_words + bitmap_words);
   __shared__ unsigned int nonzero[kThreadsPerUnit];
+  __shared__ int2 queues[kWarps][detail::kMatchQueue];
   const WorkUnit unit = p.units[blockIdx.x];
   const std::int32_t a_begin = __ldg(p.a_row_ptr + unit.row), a_end = __ldg(p.a_row_ptr + unit.row + 1);
   for (int t = threadIdx.x; t < kThreadsPerUnit; t += blockDim.x) nonzero[t] = 0;
@@ -168,14 +247,11 @@ __global__ void __launch_bounds__(kThreadsPerUnit) tensor_tile_kernel(TileParams
     const std::int64_t tile = unit.first_tile + local;
     const std::int32_t j = p.tile_col[tile - p.chunk_first_tile];
     tensor::LaneTile<M> t(lane, part);
-    const auto push = [&](std::int32_t a_block, std::int32_t b_block) {
-      if (t.push(a_block, b_block)) detail::tensor_step<M>(t, p.a_values, b_planes);
-    };
+    detail::MatchQueue<M> queue{queues[warp]};
     if (bitmap)
-      detail::bitmap_matches(p, a_begin, bits, rank, j, push);
+      detail::bitmap_tile<M>(p, a_begin, bits, rank, j, queue, t, b_planes);
     else
-      detail::for_each_match(p, a_begin, a_end, __ldg(p.b_col_ptr + j), __ldg(p.b_col_ptr + j + 1), push);
-    if (t.count > 0) detail::tensor_step<M>(t, p.a_values, b_planes);
+      detail::walk_tile<M>(p, a_begin, a_end, j, queue, t, b_planes);
     t.fold();
 
     std::byte* record = p.out + (tile - p.chunk_first_tile) * kStride;
