@@ -248,5 +248,30 @@ TEST(CudaTensorCoreBlocks, AutomaticPathChoiceMatchesTheReference) {
   }
 }
 
+// Where the dense path is predicted faster but the budget cannot hold its smallest tiles (its
+// reserve for the tiles' columns and units alone passes the room), the sparse path runs.
+TEST(CudaTensorCoreBlocks, DensePredictedButOverTheBudgetRunsSparse) {
+  BLOCKMM_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(5);
+  RandomSpec spec;
+  spec.n = 2000;
+  spec.m = 4;
+  spec.density = 0.5;
+  spec.max_value = 65535;
+  const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
+  const ProductRun expected = multiply(a, b, kernels::BackendKind::reference);
+  const std::int64_t p = spec.n / spec.m;
+  // The operands' and the pattern's device bytes (device_operands.cuh), then 2 MiB: room for the
+  // sparse kernels' units and a few tiles, not for the dense path's 20 bytes a tile.
+  const std::int64_t resident = a.size() * (4 + 32 + 8) + b.size() * (4 + 32 + 8 + 8) + 4 * (p + 1) * 3 + 8 * (p + 1) +
+                                4 * expected.layout.tiles();
+  const ProductRun run = expect_reference_bytes(a, b, CudaChoices{}, "dense predicted, over the budget",
+                                                resident + (std::int64_t{2} << 20), {kCudaCorePath, "predicted: sparse"});
+  EXPECT_GT(expected.layout.tiles() * 20, std::int64_t{2} << 20);  // the dense path's reserve alone
+  // The prediction did favour the dense path.
+  const auto number_after = [&](const std::string& key) { return std::stod(run.device.substr(run.device.find(key) + key.size())); };
+  EXPECT_LT(number_after("dense "), number_after("predicted: sparse ")) << run.device;
+}
+
 }  // namespace
 }  // namespace blockmm::testing

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -267,10 +268,20 @@ class CudaBackend final : public Backend {
     const cuda::PathChoice choice = cuda::choose_path(path, kernel, choices_);
     steps_["numeric: predicted sparse path"] += choice.predicted.sparse_seconds;
     steps_["numeric: predicted dense path"] += choice.predicted.dense_seconds;
+    // A dense path that was only predicted faster gives way to the sparse one where the room
+    // cannot hold its smallest tiles.
+    std::optional<cuda::DensePlan> dense_plan;
     if (choice.dense) {
+      try {
+        dense_plan = cuda::plan_dense(problem, encoding, pattern.layout().row_ptr);
+      } catch (const ResourceError&) {
+        if (choice.forced) throw;
+      }
+    }
+    if (dense_plan) {
+      const cuda::DensePlan& plan = *dense_plan;
       steps_["numeric: to the dense plan"] += seconds_since(numeric_start);
       report.device += std::string(", ") + cuda::describe(encoding);
-      const cuda::DensePlan plan = cuda::plan_dense(problem, encoding, pattern.layout().row_ptr);
       if (plan.k_pieces > 1) report.device += ", K in " + std::to_string(plan.k_pieces) + " pieces";
       report.device += " (" + cuda::describe(choice.predicted) + ")";
       cuda::numeric_dense(a, b, pattern, plan, params, cublas_, sink, options, pipeline, report, steps_);
