@@ -41,7 +41,7 @@ const Measured kIssue40[] = {{4, 3.22, 1.69}, {8, 0.89, 1.29}, {16, 0.57, 1.24},
 TEST(PathChoice, PredictionsReproduceTheMeasuredFivePercentCases) {
   for (const Measured& c : kIssue40) {
     const PathProblem problem = five_percent_case(c.m);
-    const PathPrediction predicted = predict_paths(problem, sparse_kernel_for(c.m, false), h200_path_costs());
+    const PathPrediction predicted = predict_paths(problem, sparse_kernel_for(c.m, false), measured_path_costs());
     EXPECT_NEAR(predicted.sparse_seconds, c.sparse, 0.1 * c.sparse) << "m=" << c.m;
     EXPECT_NEAR(predicted.dense_seconds, c.dense, 0.1 * c.dense) << "m=" << c.m;
   }
@@ -58,8 +58,8 @@ TEST(PathChoice, TakesTheFasterPathOnEachFivePercentCase) {
     const SparseKernel tensor = sparse_kernel_for(c.m, false, true);
     EXPECT_EQ(choose_path(five_percent_case(c.m), tensor, automatic).dense, c.dense < c.sparse) << "m=" << c.m;
     if (tensor.tensor_cores)
-      EXPECT_LE(predict_paths(five_percent_case(c.m), tensor, h200_path_costs()).sparse_seconds,
-                predict_paths(five_percent_case(c.m), sparse_kernel_for(c.m, false), h200_path_costs()).sparse_seconds);
+      EXPECT_LE(predict_paths(five_percent_case(c.m), tensor, measured_path_costs()).sparse_seconds,
+                predict_paths(five_percent_case(c.m), sparse_kernel_for(c.m, false), measured_path_costs()).sparse_seconds);
   }
 }
 
@@ -87,7 +87,7 @@ TEST(PathChoice, ChoicesForceAPathButNeverTheDenseOneWhereItCannotRun) {
 TEST(PathChoice, TheSmallerPredictionWinsOnRandomProblems) {
   std::mt19937_64 rng(30);
   const CudaChoices automatic;
-  const PathCosts& costs = h200_path_costs();
+  const PathCosts& costs = measured_path_costs();
   for (int c = 0; c < 2000; ++c) {
     PathProblem problem;
     problem.m = std::vector<std::int32_t>{1, 2, 3, 4, 5, 8, 13, 16, 23, 32, 64}[static_cast<std::size_t>(c % 11)];

@@ -9,13 +9,9 @@
 
 namespace blockmm::kernels::cuda {
 
-const PathCosts& h200_path_costs() {
-  // Fitted to the numeric phases of one H200 (bench/NOTES.md item 30): the sparse kernels'
-  // two terms from two cases of different density each where there are two (m = 4: issue 40's
-  // 5 % case and D4; m = 8: the 5 % case and D3), the compute-bound m = 16 rate of issue 40 and
-  // its 5 % case, the m = 32 5 % case; m = 1 and 2 assumed from m = 4's (a block product is
-  // mostly its two blocks' loads there). The dense terms from issue 40's four 5 % cases (int8
-  // split planes: three products).
+const PathCosts& measured_path_costs() {
+  // Fitted to measured numeric phases of the bench machine's GPU; bench/NOTES.md item 30 gives
+  // each figure's source (and item 31 the tensor-core kernel's, predicted until measured).
   static const PathCosts costs = [] {
     PathCosts c;
     c.fixed[0] = {1.0e-11, 7.7e-12};   // m = 1
@@ -24,9 +20,8 @@ const PathCosts& h200_path_costs() {
     c.fixed[3] = {8.77e-11, 1.47e-11};  // m = 8
     c.fixed[4] = {2.56e-9, 2.0e-11};   // m = 16
     c.fixed[5] = {3.0e-8, 4.0e-11};    // m = 32
-    // The tensor-core block kernel: predicted, not yet measured (bench/NOTES.md item 31): useful
-    // multiply-adds at 2, 4 and 5 x 10^13 a second (m = 8, 16, 32: bound by its blocks' loads
-    // from L2), a B column's entry scanned 32 at a time against the A row's bitmap.
+    // The tensor-core block kernel: useful multiply-adds at 2, 4 and 5 x 10^13 a second (m = 8,
+    // 16, 32), a B column's entry scanned 32 at a time against the A row's bitmap.
     c.tensor_core[0] = {512 / 2.0e13, 1.0e-12};
     c.tensor_core[1] = {4096 / 4.0e13, 1.0e-12};
     c.tensor_core[2] = {32768 / 5.0e13, 4.0e-12};
