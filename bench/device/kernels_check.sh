@@ -171,7 +171,8 @@ L8 131072 8 0.25"
         run_timed "new auto" - "$new" "$name"
         run_timed "new sparse" BLOCKMM_CUDA_DENSE=0 "$new" "$name"
         run_timed "new dense" BLOCKMM_CUDA_DENSE=1 "$new" "$name"
-        if [ -n "$old" ]; then run_timed "old auto" - "$old" "$name"; else run_timed "old sparse" BLOCKMM_CUDA_TC=0 "$new" "$name"; fi ;;
+        if [ -n "$old" ]; then run_timed "old auto" - "$old" "$name"
+        else run_timed "cuda cores" "BLOCKMM_CUDA_TC=0 BLOCKMM_CUDA_DENSE=0" "$new" "$name"; fi ;;
       S*)
         run_timed "new sparse" BLOCKMM_CUDA_DENSE=0 "$new" "$name"
         run_timed "old sparse" "BLOCKMM_CUDA_TC=0 BLOCKMM_CUDA_DENSE=0" "${old:-$new}" "$name"
