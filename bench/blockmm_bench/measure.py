@@ -221,3 +221,6 @@ def fill_medians(row, samples, identical):
     row.gmacs_numeric = macs / med["numeric"] / 1e9 if med["numeric"] else None
     row.gmacs_compute = macs / med["numeric_compute"] / 1e9 if med["numeric_compute"] else None
     row.gmacs_e2e = macs / wall / 1e9 if wall else None
+    steps = stats0.get("backend_seconds", {})
+    row.predicted_sparse_s = steps.get("numeric: predicted sparse path")
+    row.predicted_dense_s = steps.get("numeric: predicted dense path")

@@ -149,6 +149,10 @@ class ResultRow(Record):
     gmacs_numeric: Optional[float] = _sig(4)
     gmacs_compute: Optional[float] = _sig(4)
     gmacs_e2e: Optional[float] = _sig(4)
+    # The cuda backend's cost model: each numeric path's predicted time (kernels/cuda/path_choice.hpp),
+    # beside the measured numeric_s and numeric_compute_s of the path that ran (device names it).
+    predicted_sparse_s: Optional[float] = _fixed(4)
+    predicted_dense_s: Optional[float] = _fixed(4)
     floor_read_s: Optional[float] = _fixed(4)
     floor_write_s: Optional[float] = _fixed(4)
     floor_s: Optional[float] = _fixed(4)

@@ -66,6 +66,8 @@ kernels::CudaChoices cuda_choices(const settings::CudaOverrides& overrides) {
   if (overrides.dense_type == settings::CudaOverrides::DenseType::byte_planes)
     choices.dense_type = kernels::CudaChoices::DenseType::byte_planes;
   choices.generic_kernel = overrides.generic_kernel;
+  if (overrides.tensor_core_blocks == settings::Switch::off) choices.tensor_core_blocks = false;
+  if (overrides.tensor_core_blocks == settings::Switch::on) choices.tensor_core_blocks = true;
   if (overrides.build == settings::CudaOverrides::Build::host) choices.build = kernels::CudaChoices::Build::host;
   if (overrides.build == settings::CudaOverrides::Build::device) choices.build = kernels::CudaChoices::Build::device;
   return choices;
@@ -91,7 +93,7 @@ std::string team_key(kernels::BackendKind kind, const Options& options, int thre
   for (const int g : gpus) key += " " + std::to_string(g);
   const kernels::CudaChoices c = cuda_choices(options.settings.cuda);
   key += " choices " + std::to_string(static_cast<int>(c.dense)) + std::to_string(static_cast<int>(c.dense_type)) +
-         std::to_string(c.generic_kernel) + std::to_string(static_cast<int>(c.build));
+         std::to_string(c.generic_kernel) + std::to_string(static_cast<int>(c.build)) + std::to_string(c.tensor_core_blocks);
   key += options.settings.reference_whole_inputs ? " whole" : "";
   return key;
 }

@@ -167,6 +167,9 @@ struct CudaChoices {
   Dense dense = Dense::automatic;  // dense tensor-core tiles vs sparse tile kernels
   DenseType dense_type = DenseType::automatic;
   bool generic_kernel = false;     // the generic tile kernel for every block size
+  // Block products on tensor cores for m = 8, 16, 32 (sparse path); false: the CUDA-core tile
+  // kernels, for comparison.
+  bool tensor_core_blocks = true;
   Build build = Build::automatic;  // host: build CSR/CSC on the host and upload (the fallback)
   std::int64_t symbolic_batch_bytes = 0;  // scratch of one symbolic batch; 0: a quarter of the room
 };

@@ -211,12 +211,13 @@ TEST(DensePlan, TilesFitTheRoomAndBStaysResidentWhenItFits) {
         EXPECT_GE(plan.max_rows_per_tile, 1);
         EXPECT_EQ(plan.col_tiles, (n / m + plan.cols_per_tile - 1) / plan.cols_per_tile);
         EXPECT_EQ(plan.b_resident, plan.col_tiles == 1);
-        // The tiles, the product and the reserved columns and units fit the room; the workspace
-        // is the largest chunk's A tile and one B tile.
+        // The tiles, the products of every B tile and the reserved columns and units fit the
+        // room; the workspace is the largest row tile's A tile, one B tile, and the products.
         EXPECT_LE(plan.workspace.bytes() + pr.tiles * 20, room) << "n=" << n << " m=" << m << " room=" << room;
-        EXPECT_LE(plan.chunk_rows_max, plan.max_rows_per_tile);
-        const DenseWorkspace expected = dense_workspace(encoding, n, plan.k_pitch, plan.k_pieces, std::int64_t{plan.chunk_rows_max} * m,
-                                                        std::int64_t{plan.cols_per_tile} * m);
+        EXPECT_LE(plan.row_tile_rows_max, plan.max_rows_per_tile);
+        const DenseWorkspace expected =
+            dense_workspace(encoding, n, plan.k_pitch, plan.k_pieces, std::int64_t{plan.row_tile_rows_max} * m,
+                            std::int64_t{plan.cols_per_tile} * m, plan.col_tiles);
         EXPECT_EQ(plan.workspace.bytes(), expected.bytes());
       } catch (const ResourceError& e) {
         EXPECT_NE(std::string(e.what()).find("--mem-budget"), std::string::npos);
@@ -238,34 +239,63 @@ TEST(DensePlan, ChunksHoldTheChunkSizeWhereTwoFitAQuarterOfTheRoom) {
   EXPECT_EQ(plan_full(pr, DenseEncoding::int8_planes).chunk_tiles, 1);
 }
 
-// What the dense path allocates is the plan's workspace: the largest chunk's A tile (fewer rows
-// than an A tile may hold where the chunks are small) and one B tile, in the encoding's buffers.
-TEST(DensePlan, WorkspaceIsTheLargestChunksTilesInTheEncodingsBuffers) {
-  DenseProblem pr = problem(16384, 8, std::int64_t{40} << 30);
-  pr.chunk_bytes = 5 * 2048 * pr.record_bytes;  // 5 full rows of 2048 tiles a chunk
-  for (const DenseEncoding encoding : {DenseEncoding::int8_narrow, DenseEncoding::int8_split, DenseEncoding::int8_planes,
-                                       DenseEncoding::float64}) {
-    const DensePlan plan = plan_full(pr, encoding);
-    ASSERT_EQ(plan.chunk_rows_max, 5);
-    ASSERT_GT(plan.max_rows_per_tile, 5);
-    ASSERT_EQ(plan.chunk_rows.size(), std::size_t{2048 / 5 + 2});
-    const DenseWorkspace& w = plan.workspace;
-    const std::int64_t rows = 5 * 8, cols = 16384;
-    if (encoding == DenseEncoding::float64) {
-      EXPECT_EQ(w.a_float64, rows * 16384);
-      EXPECT_EQ(w.b_float64, 16384 * cols);
-      EXPECT_EQ(w.c_float64, rows * cols);
-      EXPECT_EQ(w.a_planes + w.b_planes + w.products + w.a_sums + w.b_sums, 0);
-      EXPECT_EQ(w.bytes(), 8 * (rows * 16384 + 16384 * cols + rows * cols));
-    } else {
-      EXPECT_EQ(w.a_float64 + w.b_float64 + w.c_float64, 0);
-      EXPECT_EQ(w.a_planes, planes_of(encoding) * pad_to_planes(rows) * plan.k_pitch);
-      EXPECT_EQ(w.b_planes, planes_of(encoding) * cols * plan.k_pitch);
-      EXPECT_EQ(w.products, products_of(encoding) * pad_to_planes(rows) * cols);
-      const bool sums = encoding == DenseEncoding::int8_planes;
-      EXPECT_EQ(w.a_sums, sums ? 2 * pad_to_planes(rows) : 0);
-      EXPECT_EQ(w.b_sums, sums ? 2 * cols : 0);
-      EXPECT_EQ(w.bytes(), w.a_planes + w.b_planes + 4 * (w.products + w.a_sums + w.b_sums));
+// What the dense path allocates is the plan's workspace: the largest row tile's A tile (whole
+// chunks of 5 rows, as many as an A tile holds), one B tile, and the products of every B tile,
+// in the encoding's buffers.
+TEST(DensePlan, WorkspaceIsTheLargestRowTilesTilesInTheEncodingsBuffers) {
+  for (const bool wide : {false, true}) {
+    DenseProblem pr = problem(16384, 8, wide ? std::int64_t{1} << 30 : std::int64_t{40} << 30);
+    pr.chunk_bytes = 5 * 2048 * pr.record_bytes;  // 5 full rows of 2048 tiles a chunk
+    for (const DenseEncoding encoding : {DenseEncoding::int8_narrow, DenseEncoding::int8_split, DenseEncoding::int8_planes,
+                                         DenseEncoding::float64}) {
+      SCOPED_TRACE(std::string(wide ? "B in column tiles, " : "B resident, ") + describe(encoding));
+      const DensePlan plan = plan_full(pr, encoding);
+      ASSERT_EQ(plan.chunk_rows.size(), std::size_t{2048 / 5 + 2});
+      ASSERT_GE(plan.max_rows_per_tile, 5);
+      EXPECT_EQ(plan.b_resident, !wide);
+      // Row tiles of as many whole chunks as an A tile holds (all 2048 rows where they fit).
+      EXPECT_EQ(plan.row_tile_rows_max, plan.max_rows_per_tile >= 2048 ? 2048 : plan.max_rows_per_tile / 5 * 5);
+      const DenseWorkspace& w = plan.workspace;
+      const std::int64_t rows = std::int64_t{plan.row_tile_rows_max} * 8, cols = std::int64_t{plan.cols_per_tile} * 8;
+      if (encoding == DenseEncoding::float64) {
+        EXPECT_EQ(w.a_float64, rows * 16384);
+        EXPECT_EQ(w.b_float64, 16384 * cols);
+        EXPECT_EQ(w.c_float64, rows * cols * plan.col_tiles);
+        EXPECT_EQ(w.a_planes + w.b_planes + w.products + w.a_sums + w.b_sums, 0);
+        EXPECT_EQ(w.bytes(), 8 * (rows * 16384 + 16384 * cols + rows * cols * plan.col_tiles));
+      } else {
+        EXPECT_EQ(w.a_float64 + w.b_float64 + w.c_float64, 0);
+        EXPECT_EQ(w.a_planes, planes_of(encoding) * pad_to_planes(rows) * plan.k_pitch);
+        EXPECT_EQ(w.b_planes, planes_of(encoding) * pad_to_planes(cols) * plan.k_pitch);
+        EXPECT_EQ(w.products, products_of(encoding) * pad_to_planes(rows) * pad_to_planes(cols) * plan.col_tiles);
+        const bool sums = encoding == DenseEncoding::int8_planes;
+        EXPECT_EQ(w.a_sums, sums ? 2 * pad_to_planes(rows) : 0);
+        EXPECT_EQ(w.b_sums, sums ? 2 * pad_to_planes(cols) * plan.col_tiles : 0);
+        EXPECT_EQ(w.bytes(), w.a_planes + w.b_planes + 4 * (w.products + w.a_sums + w.b_sums));
+      }
+      EXPECT_LE(w.bytes() + pr.tiles * 20, pr.room);
+    }
+  }
+}
+
+// Row tiles take whole consecutive chunks, every chunk once, at most the A tile's rows together
+// (a chunk alone where it is longer); B is then expanded once a row tile, not once a chunk.
+TEST(DensePlan, RowTilesGroupWholeChunksWithinTheATilesRows) {
+  std::mt19937_64 rng(19);
+  for (int c = 0; c < 200; ++c) {
+    std::vector<std::int32_t> chunk_rows{0};
+    const int chunks = std::uniform_int_distribution<int>(0, 60)(rng);
+    for (int k = 0; k < chunks; ++k) chunk_rows.push_back(chunk_rows.back() + std::uniform_int_distribution<int>(1, 30)(rng));
+    const std::int32_t max_rows = std::uniform_int_distribution<std::int32_t>(1, 100)(rng);
+    const std::vector<std::int32_t> first = dense_row_tiles(chunk_rows, max_rows);
+    ASSERT_EQ(first.front(), 0);
+    ASSERT_EQ(first.back(), chunks);
+    for (std::size_t t = 0; t + 1 < first.size(); ++t) {
+      ASSERT_LT(first[t], first[t + 1]);
+      const std::int32_t rows = chunk_rows[first[t + 1]] - chunk_rows[first[t]];
+      if (first[t + 1] - first[t] > 1) EXPECT_LE(rows, max_rows);
+      // The next chunk would not have fitted (as many chunks as fit).
+      if (first[t + 1] < chunks) EXPECT_GT(chunk_rows[first[t + 1] + 1] - chunk_rows[first[t]], max_rows);
     }
   }
 }

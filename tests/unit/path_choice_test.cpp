@@ -24,7 +24,7 @@ PathProblem five_percent_case(std::int32_t m) {
   problem.n = 65536;
   problem.m = m;
   const std::int64_t p = problem.n / m;
-  problem.rows_with_tiles = static_cast<std::int32_t>(p);
+  problem.dense_rows = static_cast<std::int32_t>(p);
   problem.block_products = static_cast<std::int64_t>(0.70e12 / (double(m) * m * m));
   problem.tiles = static_cast<std::int64_t>(17e9 / double(record_bytes<std::uint32_t>(m)));
   problem.walk = double(problem.tiles) * 2 * 0.05 * double(p);
@@ -41,7 +41,7 @@ const Measured kIssue40[] = {{4, 3.22, 1.69}, {8, 0.89, 1.29}, {16, 0.57, 1.24},
 TEST(PathChoice, PredictionsReproduceTheMeasuredFivePercentCases) {
   for (const Measured& c : kIssue40) {
     const PathProblem problem = five_percent_case(c.m);
-    const PathPrediction predicted = predict_paths(problem, sparse_kernel_for(c.m, false), h200_path_costs());
+    const PathPrediction predicted = predict_paths(problem, sparse_kernel_for(c.m, false), measured_path_costs());
     EXPECT_NEAR(predicted.sparse_seconds, c.sparse, 0.1 * c.sparse) << "m=" << c.m;
     EXPECT_NEAR(predicted.dense_seconds, c.dense, 0.1 * c.dense) << "m=" << c.m;
   }
@@ -53,6 +53,13 @@ TEST(PathChoice, TakesTheFasterPathOnEachFivePercentCase) {
     const PathChoice choice = choose_path(five_percent_case(c.m), sparse_kernel_for(c.m, false), automatic);
     EXPECT_EQ(choice.dense, c.dense < c.sparse) << "m=" << c.m;
     EXPECT_FALSE(choice.forced);
+    // The tensor-core block kernel (m = 8, 16, 32; predicted faster than the CUDA-core one)
+    // keeps the same choices.
+    const SparseKernel tensor = sparse_kernel_for(c.m, false, true);
+    EXPECT_EQ(choose_path(five_percent_case(c.m), tensor, automatic).dense, c.dense < c.sparse) << "m=" << c.m;
+    if (tensor.tensor_cores)
+      EXPECT_LE(predict_paths(five_percent_case(c.m), tensor, measured_path_costs()).sparse_seconds,
+                predict_paths(five_percent_case(c.m), sparse_kernel_for(c.m, false), measured_path_costs()).sparse_seconds);
   }
 }
 
@@ -80,19 +87,19 @@ TEST(PathChoice, ChoicesForceAPathButNeverTheDenseOneWhereItCannotRun) {
 TEST(PathChoice, TheSmallerPredictionWinsOnRandomProblems) {
   std::mt19937_64 rng(30);
   const CudaChoices automatic;
-  const PathCosts& costs = h200_path_costs();
+  const PathCosts& costs = measured_path_costs();
   for (int c = 0; c < 2000; ++c) {
     PathProblem problem;
     problem.m = std::vector<std::int32_t>{1, 2, 3, 4, 5, 8, 13, 16, 23, 32, 64}[static_cast<std::size_t>(c % 11)];
     problem.n = problem.m * std::uniform_int_distribution<std::int64_t>(1, 100000)(rng);
     const double p = double(problem.n / problem.m);
     const double density = std::pow(10.0, std::uniform_real_distribution<double>(-4, 0)(rng));
-    problem.rows_with_tiles = static_cast<std::int32_t>(p);
+    problem.dense_rows = static_cast<std::int32_t>(p);
     problem.block_products = static_cast<std::int64_t>(density * density * p * p * p);
     problem.tiles = static_cast<std::int64_t>(p * p * -std::expm1(-density * density * p));
     problem.walk = double(problem.tiles) * 2 * density * p;
     problem.dense_products = c % 4;
-    const SparseKernel kernel = sparse_kernel_for(problem.m, c % 7 == 0);
+    const SparseKernel kernel = sparse_kernel_for(problem.m, c % 7 == 0, c % 3 == 0);
     const PathChoice choice = choose_path(problem, kernel, automatic);
     if (problem.tiles == 0 || problem.n >= kDenseMaxOrder) {
       EXPECT_FALSE(choice.dense);
@@ -109,13 +116,14 @@ TEST(PathChoice, TheSmallerPredictionWinsOnRandomProblems) {
   }
 }
 
-// The problem of a panel from its layouts: rows with tiles, and over the tiles the A row's
-// length plus B's average column.
-TEST(PathChoice, PanelProblemCountsRowsWithTilesAndTheListsTheyMeet) {
-  const std::vector<std::int64_t> tiles{0, 2, 2, 5, 6};  // rows of 2, 0, 3 and 1 tiles
-  const std::int64_t a_row_ptr[] = {0, 10, 10, 11, 31};  // A rows of 10, 0, 1 and 20 blocks
+// The problem of a panel from its layouts: the rows the dense tiles span (first to last row
+// with tiles, empty ones between them too), and over the tiles the A row's length plus B's
+// average column.
+TEST(PathChoice, PanelProblemCountsTheRowsSpannedAndTheListsTheyMeet) {
+  const std::vector<std::int64_t> tiles{0, 0, 2, 2, 5, 6, 6};  // rows of 0, 2, 0, 3, 1 and 0 tiles
+  const std::int64_t a_row_ptr[] = {0, 4, 14, 14, 15, 35, 40};  // A rows of 4, 10, 0, 1, 20 and 5 blocks
   const PathProblem problem = path_problem(400, 4, tiles, a_row_ptr, 300, 77);  // p 100: B columns of 3
-  EXPECT_EQ(problem.rows_with_tiles, 3);
+  EXPECT_EQ(problem.dense_rows, 4);  // rows 1 .. 4
   EXPECT_EQ(problem.tiles, 6);
   EXPECT_EQ(problem.block_products, 77);
   EXPECT_DOUBLE_EQ(problem.walk, 2 * (10 + 3) + 3 * (1 + 3) + 1 * (20 + 3));

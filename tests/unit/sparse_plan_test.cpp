@@ -3,9 +3,11 @@
 // order within their limit, and buffers within the room. Runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -90,7 +92,7 @@ TEST(SparsePlan, BuffersFitTheRoomAndChunksHoldTheChunkSize) {
     const std::int64_t room = std::uniform_int_distribution<std::int64_t>(1, std::int64_t{1} << 24)(rng);
     const std::int64_t chunk_bytes = std::uniform_int_distribution<std::int64_t>(1, std::int64_t{1} << 22)(rng);
     try {
-      const SparsePlan plan = plan_sparse(layout, m, c % 5 == 0, room, chunk_bytes);
+      const SparsePlan plan = plan_sparse(layout, m, sparse_kernel_for(m, c % 5 == 0), room, chunk_bytes, RightOperandCounts{});
       EXPECT_EQ(plan.record_bytes, stride);
       EXPECT_EQ(plan.units, count_units(layout, plan.kernel.tiles_per_unit));
       EXPECT_LE(plan.workspace_bytes(), room) << "case " << c;
@@ -108,11 +110,70 @@ TEST(SparsePlan, BuffersFitTheRoomAndChunksHoldTheChunkSize) {
   // Plenty of room: chunks of the chunk size.
   OutputLayout layout;
   layout.row_ptr = {0, 1000, 2000};
-  const SparsePlan plan = plan_sparse(layout, 4, false, std::int64_t{1} << 30, 100 * 72);
+  const SparseKernel kernel = sparse_kernel_for(4, false);
+  const SparsePlan plan = plan_sparse(layout, 4, kernel, std::int64_t{1} << 30, 100 * 72, {});
   EXPECT_EQ(plan.chunk_tiles, 128);  // at least one unit (128 tiles of m = 4)
-  const SparsePlan big = plan_sparse(layout, 4, false, std::int64_t{1} << 30, 1000 * 72);
+  const SparsePlan big = plan_sparse(layout, 4, kernel, std::int64_t{1} << 30, 1000 * 72, {});
   EXPECT_EQ(big.chunk_tiles, 1000);
-  EXPECT_THROW(plan_sparse(layout, 4, false, 128 * (2 * 72 + 1), 1000 * 72), ResourceError);  // the units need 16 bytes each too
+  EXPECT_THROW(plan_sparse(layout, 4, kernel, 128 * (2 * 72 + 1), 1000 * 72, {}), ResourceError);  // the units need 16 bytes each too
+}
+
+// The tensor-core block kernel where asked for and m = 8, 16, 32 (else the CUDA-core kernels,
+// the generic one where that is asked for), with its tiles a unit.
+TEST(SparsePlan, TensorCoreKernelForBlockSizesOfEightSixteenThirtyTwo) {
+  const std::pair<int, int> tensor[] = {{8, kTensorTilesPerUnit8}, {16, kTensorTilesPerUnit16}, {32, kTensorTilesPerUnit32}};
+  for (const auto& [m, tiles] : tensor) {
+    const SparseKernel kernel = sparse_kernel_for(m, false, true);
+    EXPECT_TRUE(kernel.tensor_cores) << m;
+    EXPECT_FALSE(kernel.generic) << m;
+    EXPECT_EQ(kernel.tiles_per_unit, tiles) << m;
+    EXPECT_LE(tiles, kThreadsPerUnit);  // the kernel's per-tile flags: one a thread
+    EXPECT_FALSE(sparse_kernel_for(m, false, false).tensor_cores) << m;
+    EXPECT_FALSE(sparse_kernel_for(m, true, true).tensor_cores) << m;  // the generic kernel asked for
+  }
+  for (const int m : {1, 2, 4, 5, 13, 23, 24, 40, 64}) EXPECT_FALSE(sparse_kernel_for(m, false, true).tensor_cores) << m;
+}
+
+// B's byte planes (2 m^2 bytes a block) are part of the tensor-core kernel's workspace, within
+// the room; where they do not fit, the CUDA-core kernel; the A-row bitmap only where its words
+// fit shared memory.
+TEST(SparsePlan, TensorCoreWorkspaceHoldsBsBytePlanesWithinTheRoom) {
+  std::mt19937_64 rng(13);
+  int tensor = 0, fallback = 0;
+  for (int c = 0; c < 300; ++c) {
+    const OutputLayout layout = random_layout(rng, 300, 300);
+    const int m = std::vector<int>{8, 16, 32}[static_cast<std::size_t>(c % 3)];
+    RightOperandCounts b;
+    b.block_cols = std::uniform_int_distribution<std::int64_t>(1, 600000)(rng);
+    b.blocks = std::uniform_int_distribution<std::int64_t>(0, 20000)(rng);
+    const std::int64_t room =
+        static_cast<std::int64_t>(std::pow(2.0, std::uniform_real_distribution<double>(12, 28)(rng)));  // 4 KiB .. 256 MiB
+    const SparseKernel kernel = fitting_sparse_kernel(sparse_kernel_for(m, false, true), layout, m, room, b);
+    try {
+      const SparsePlan plan = plan_sparse(layout, m, kernel, room, std::int64_t{1} << 22, b);
+      EXPECT_LE(plan.workspace_bytes(), room) << "case " << c;
+      if (kernel.tensor_cores) {
+        ++tensor;
+        EXPECT_EQ(plan.b_planes_bytes, b.blocks * 2 * m * m);
+        EXPECT_EQ(plan.b_blocks, b.blocks);
+        EXPECT_EQ(plan.bitmap_words, (b.block_cols + 31) / 32 <= kMaxBitmapWords ? (b.block_cols + 31) / 32 : 0);
+        EXPECT_DOUBLE_EQ(plan.b_column, double(b.blocks) / double(b.block_cols));
+      } else {
+        ++fallback;
+        EXPECT_EQ(plan.b_planes_bytes, 0);
+        EXPECT_EQ(plan.bitmap_words, 0);
+        // Only where the planes did not fit beside the units and one unit's buffers.
+        EXPECT_GT(b.blocks * 2 * m * m + count_units(layout, sparse_kernel_for(m, false, true).tiles_per_unit) * 16 +
+                      sparse_kernel_for(m, false, true).tiles_per_unit * (2 * (8 + 4 * m * m) + 1),
+                  room) << "case " << c;
+      }
+    } catch (const ResourceError& e) {
+      EXPECT_NE(std::string(e.what()).find("--mem-budget"), std::string::npos) << e.what();
+      EXPECT_FALSE(kernel.tensor_cores) << "case " << c;  // the tensor-core kernel is only chosen where it fits
+    }
+  }
+  EXPECT_GT(tensor, 30);
+  EXPECT_GT(fallback, 30);
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ bool dense_library_needed(std::int64_t n, std::int32_t m, std::int32_t rows, std
                           const CudaChoices& choices) {
   if (block_products <= 0) return false;
   const PathProblem estimate = estimated_path_problem(n, m, rows, block_products);
-  return choose_path(estimate, sparse_kernel_for(m, choices.generic_kernel), choices).dense;
+  return choose_path(estimate, sparse_kernel_for(m, choices.generic_kernel, choices.tensor_core_blocks), choices).dense;
 }
 
 void load_cublas() {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -266,7 +267,14 @@ class CudaBackend final : public Backend {
     problem.record_bytes = record_bytes<std::uint32_t>(m);
     // The path: the faster predicted one (path_choice.hpp), unless the choices force one. The
     // dense prediction needs the encoding, and so the operands' largest value (one pass).
-    const cuda::SparseKernel kernel = cuda::sparse_kernel_for(m, choices_.generic_kernel);
+    // The sparse kernel: block products on tensor cores where asked for, m allows, the device
+    // has them (sm_80) and B's byte planes fit the room.
+    int major = 0;
+    BLOCKMM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+    const cuda::RightOperandCounts b_counts{b.blocks(), b.shape.block_rows()};
+    const cuda::SparseKernel kernel = cuda::fitting_sparse_kernel(
+        cuda::sparse_kernel_for(m, choices_.generic_kernel, choices_.tensor_core_blocks && major >= 8), pattern.layout(), m,
+        room, b_counts);
     cuda::PathProblem path = cuda::path_problem(a.shape.n, m, pattern.layout().row_ptr, a.row_ptr.data(), b.blocks(),
                                                 pattern.block_products);
     const bool dense_possible = a.shape.n < cuda::kDenseMaxOrder && choices_.dense != CudaChoices::Dense::never;
@@ -276,16 +284,27 @@ class CudaBackend final : public Backend {
     const cuda::PathChoice choice = cuda::choose_path(path, kernel, choices_);
     steps_["numeric: predicted sparse path"] += choice.predicted.sparse_seconds;
     steps_["numeric: predicted dense path"] += choice.predicted.dense_seconds;
+    // A dense path that was only predicted faster gives way to the sparse one where the room
+    // cannot hold its smallest tiles.
+    std::optional<cuda::DensePlan> dense_plan;
     if (choice.dense) {
+      try {
+        dense_plan = cuda::plan_dense(problem, encoding, pattern.layout().row_ptr);
+      } catch (const ResourceError&) {
+        if (choice.forced) throw;
+      }
+    }
+    if (dense_plan) {
+      const cuda::DensePlan& plan = *dense_plan;
       steps_["numeric: to the dense plan"] += seconds_since(numeric_start);
       report.device += std::string(", ") + cuda::describe(encoding);
-      const cuda::DensePlan plan = cuda::plan_dense(problem, encoding, pattern.layout().row_ptr);
       if (plan.k_pieces > 1) report.device += ", K in " + std::to_string(plan.k_pieces) + " pieces";
       report.device += " (" + cuda::describe(choice.predicted) + ")";
       cuda::numeric_dense(a, b, pattern, plan, params, cublas_, sink, options, pipeline, report, steps_);
     } else {
-      const cuda::SparsePlan plan = cuda::plan_sparse(pattern.layout(), m, choices_.generic_kernel, room, options.chunk_bytes);
-      report.device += std::string(", sparse tile kernels (") + cuda::describe(choice.predicted) + ")";
+      const cuda::SparsePlan plan = cuda::plan_sparse(pattern.layout(), m, kernel, room, options.chunk_bytes, b_counts);
+      report.device += std::string(kernel.tensor_cores ? ", sparse tensor-core blocks (" : ", sparse tile kernels (") +
+                       cuda::describe(choice.predicted) + ")";
       cuda::numeric_sparse(pattern, plan, params, sink, options, pipeline, report);
     }
 

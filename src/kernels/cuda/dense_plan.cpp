@@ -70,23 +70,29 @@ std::int64_t DenseWorkspace::bytes() const {
   return 8 * (a_float64 + b_float64 + c_float64 + piece_sums) + (a_planes + b_planes) + 4 * (products + a_sums + b_sums);
 }
 
+std::int64_t product_tile_stride(DenseEncoding encoding, std::int64_t rows, std::int64_t tile_cols) {
+  if (encoding == DenseEncoding::float64) return rows * tile_cols;
+  return products_of(encoding) * pad_to_planes(rows) * pad_to_planes(tile_cols);
+}
+
 DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int64_t k_pitch, std::int32_t k_pieces,
-                               std::int64_t tile_rows, std::int64_t tile_cols) {
+                               std::int64_t tile_rows, std::int64_t tile_cols, std::int32_t col_tiles) {
   DenseWorkspace w;
+  const std::int64_t products = col_tiles * product_tile_stride(encoding, tile_rows, tile_cols);
   if (encoding == DenseEncoding::float64) {
     w.a_float64 = tile_rows * n;
     w.b_float64 = n * tile_cols;
-    w.c_float64 = tile_rows * tile_cols;
+    w.c_float64 = products;
     return w;
   }
   const std::int64_t rows = pad_to_planes(tile_rows), cols = pad_to_planes(tile_cols);
   w.a_planes = planes_of(encoding) * rows * k_pitch;
   w.b_planes = planes_of(encoding) * cols * k_pitch;
-  w.products = products_of(encoding) * rows * cols;
+  w.products = products;
   if (k_pieces > 1) w.piece_sums = w.products;
-  if (encoding == DenseEncoding::int8_planes) {  // each plane vector's sum, hi and lo
+  if (encoding == DenseEncoding::int8_planes) {  // each plane vector's sum, hi and lo; B's of every tile
     w.a_sums = 2 * rows;
-    w.b_sums = 2 * cols;
+    w.b_sums = 2 * cols * col_tiles;
   }
   return w;
 }
@@ -108,12 +114,13 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const 
   plan.k_pieces = static_cast<std::int32_t>(std::max<std::int64_t>(1, (plan.k_pitch + limit - 1) / limit));
   plan.k_piece = planes ? pad_to_planes((plan.k_pitch + plan.k_pieces - 1) / plan.k_pieces) : plan.k_pitch;
   // At most a quarter of the room each for the A tile [ti x n], the B tile [n x tj] and the
-  // product; the tiles' columns and work units (at most one a tile) are reserved first.
+  // product [ti x every tj]; the tiles' columns and work units (at most one a tile) are
+  // reserved first.
   const std::int64_t vector_bytes = planes ? planes_of(encoding) * plan.k_pitch : 8 * n;  // an A tile row, a B tile column
   // Per output element: one piece's int32 products, and their int64 sums over the pieces.
   const std::int64_t product_bytes = planes ? (plan.k_pieces > 1 ? 12 : 4) * products_of(encoding) : 8;
   const std::int64_t pad = planes ? kPlanePad : 0;
-  const std::int64_t sums_bytes = offset_sums ? 8 * (padded(kMaxDenseTileRows) + plan.k_pitch) : 0;
+  const std::int64_t sums_bytes = offset_sums ? 8 * (padded(kMaxDenseTileRows) + plan.k_pitch + kPlanePad * p) : 0;
   const std::int64_t reserved = problem.tiles * 20 + sums_bytes;
   const std::int64_t quarter = (problem.room - reserved) / 4;
   const std::int64_t least = 4 * vector_bytes * (m + pad) + reserved;
@@ -123,9 +130,10 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const 
   plan.cols_per_tile = static_cast<std::int32_t>(cols);
   plan.col_tiles = static_cast<std::int32_t>((p + cols - 1) / cols);
   const std::int64_t tile_cols_max = cols * m;
-  const std::int64_t rows = std::min<std::int64_t>(
-      {std::max<std::int64_t>(1, max_tile_rows(encoding) / m), (quarter / vector_bytes - pad) / m,
-       (quarter / (product_bytes * padded(tile_cols_max)) - pad) / m});
+  const std::int64_t width = plan.col_tiles * padded(tile_cols_max);  // the products of every B tile
+  const std::int64_t rows = std::min<std::int64_t>({std::max<std::int64_t>(1, max_tile_rows(encoding) / m),
+                                                    (quarter / vector_bytes - pad) / m,
+                                                    (quarter / (product_bytes * width) - pad) / m});
   if (rows < 1) throw budget_error(problem.room, least);
   plan.max_rows_per_tile = static_cast<std::int32_t>(rows);
   plan.b_resident = cols == p;
@@ -135,10 +143,12 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const 
   plan.chunk_tiles = std::max<std::int64_t>(
       1, std::min(problem.chunk_bytes / problem.record_bytes, problem.room / 4 / (2 * problem.record_bytes)));
   plan.chunk_rows = dense_chunk_rows(plan, row_ptr);
-  for (std::size_t c = 0; c + 1 < plan.chunk_rows.size(); ++c)
-    plan.chunk_rows_max = std::max(plan.chunk_rows_max, plan.chunk_rows[c + 1] - plan.chunk_rows[c]);
-  plan.workspace =
-      dense_workspace(encoding, n, plan.k_pitch, plan.k_pieces, std::int64_t{plan.chunk_rows_max} * m, tile_cols_max);
+  plan.row_tile_chunks = dense_row_tiles(plan.chunk_rows, plan.max_rows_per_tile);
+  for (std::size_t t = 0; t + 1 < plan.row_tile_chunks.size(); ++t)
+    plan.row_tile_rows_max = std::max(plan.row_tile_rows_max, plan.chunk_rows[plan.row_tile_chunks[t + 1]] -
+                                                                  plan.chunk_rows[plan.row_tile_chunks[t]]);
+  plan.workspace = dense_workspace(encoding, n, plan.k_pitch, plan.k_pieces, std::int64_t{plan.row_tile_rows_max} * m,
+                                   tile_cols_max, plan.col_tiles);
   return plan;
 }
 
@@ -158,6 +168,19 @@ WarmUpProduct warm_up_product(std::int64_t n, DenseEncoding encoding, std::int64
   const std::int64_t limit = (budget > 0 ? std::min(budget, free_bytes) : free_bytes) / kWarmUpShare;
   if (product.bytes() > limit) return {};
   return product;
+}
+
+std::vector<std::int32_t> dense_row_tiles(const std::vector<std::int32_t>& chunk_rows, std::int32_t max_rows) {
+  const auto chunks = static_cast<std::int32_t>(chunk_rows.size()) - 1;
+  std::vector<std::int32_t> first;
+  for (std::int32_t c = 0; c < chunks;) {
+    std::int32_t c1 = c + 1;
+    while (c1 < chunks && chunk_rows[c1 + 1] - chunk_rows[c] <= max_rows) ++c1;
+    first.push_back(c);
+    c = c1;
+  }
+  first.push_back(std::max(0, chunks));
+  return first;
 }
 
 std::vector<std::int32_t> dense_chunk_rows(const DensePlan& plan, const std::vector<std::int64_t>& row_ptr) {

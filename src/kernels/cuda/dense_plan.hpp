@@ -85,10 +85,12 @@ struct KPiece {
 };
 
 // Device buffers of the dense path for A tiles of `tile_rows` rows and B tiles of `tile_cols`
-// columns (of elements): float64 tiles and their product, or int8 plane vectors (each k_pitch
-// long: the planes of the A tile's padded rows one after the other, likewise B's columns), their
-// int32 products (the byte planes' one GEMM of four quadrants, or one product a plane) and the
-// offset byte planes' sums; the set the encoding does not use is empty. Counts of elements.
+// columns (of elements), `col_tiles` of them across B: float64 tiles and their product, or int8
+// plane vectors (each k_pitch long: the planes of the A tile's padded rows one after the other,
+// likewise B's columns), their int32 products (the byte planes' one GEMM of four quadrants, or
+// one product a plane) and the offset byte planes' sums. The products (and B's sums) cover every
+// B tile side by side, so that the A tile is multiplied by all of B before its chunks are
+// gathered; the set the encoding does not use is empty. Counts of elements.
 struct DenseWorkspace {
   std::int64_t a_float64 = 0, b_float64 = 0, c_float64 = 0;  // double
   std::int64_t a_planes = 0, b_planes = 0;                   // int8
@@ -98,7 +100,11 @@ struct DenseWorkspace {
   std::int64_t bytes() const;
 };
 DenseWorkspace dense_workspace(DenseEncoding encoding, std::int64_t n, std::int64_t k_pitch, std::int32_t k_pieces,
-                               std::int64_t tile_rows, std::int64_t tile_cols);
+                               std::int64_t tile_rows, std::int64_t tile_cols, std::int32_t col_tiles);
+
+// The product of one B tile inside the workspace's products: tile jt of a GEMM with `rows`
+// (padded) rows starts at jt * product_tile_stride (elements), whatever the tile's own width.
+std::int64_t product_tile_stride(DenseEncoding encoding, std::int64_t rows, std::int64_t tile_cols);
 
 struct DensePlan {
   DenseEncoding encoding = DenseEncoding::int8_planes;
@@ -114,10 +120,15 @@ struct DensePlan {
   std::int32_t k_pieces = 1;
   // Chunks of whole block-rows (dense_chunk_rows): the first panel row of each, then `rows`.
   std::vector<std::int32_t> chunk_rows;
-  std::int32_t chunk_rows_max = 0;     // block-rows of the largest chunk: the A tile's height
-  // What the path allocates: A tiles as large as the largest chunk (at most max_rows_per_tile
-  // block-rows: fewer where the chunks, not the room, limit the rows; G1's products took 3.2 GB
-  // for chunks that use 0.6 GB) and B tiles of cols_per_tile block-columns.
+  // Row tiles: runs of consecutive chunks of at most max_rows_per_tile rows together, each an A
+  // tile multiplied by every B tile once, its chunks then gathered from that product (B is
+  // expanded once a row tile and column tile, not once a chunk: a chunk is --chunk-size of
+  // output, a few dozen rows where B is wide). The first chunk of each, then the chunks' count.
+  std::vector<std::int32_t> row_tile_chunks;
+  std::int32_t row_tile_rows_max = 0;  // block-rows of the largest row tile: the A tile's height
+  // What the path allocates: A tiles as large as the largest row tile (at most
+  // max_rows_per_tile block-rows: fewer where the output, not the room, limits the rows; G1's
+  // products took 3.2 GB for chunks that use 0.6 GB) and B tiles of cols_per_tile block-columns.
   DenseWorkspace workspace;
 };
 
@@ -148,5 +159,10 @@ WarmUpProduct warm_up_product(std::int64_t n, DenseEncoding encoding, std::int64
 // Chunks of whole block-rows: at most plan.chunk_tiles tiles (or one row) and
 // plan.max_rows_per_tile rows each. Returns the first panel row of each chunk, then `rows`.
 std::vector<std::int32_t> dense_chunk_rows(const DensePlan& plan, const std::vector<std::int64_t>& row_ptr);
+
+// Consecutive chunks (`chunk_rows`, as dense_chunk_rows gives them) grouped into row tiles of
+// at most `max_rows` rows (a chunk alone where it is longer). Returns the first chunk of each
+// row tile, then the chunks' count.
+std::vector<std::int32_t> dense_row_tiles(const std::vector<std::int32_t>& chunk_rows, std::int32_t max_rows);
 
 }  // namespace blockmm::kernels::cuda

@@ -9,13 +9,9 @@
 
 namespace blockmm::kernels::cuda {
 
-const PathCosts& h200_path_costs() {
-  // Fitted to the numeric phases of one H200 (bench/NOTES.md item 30): the sparse kernels'
-  // two terms from two cases of different density each where there are two (m = 4: issue 40's
-  // 5 % case and D4; m = 8: the 5 % case and D3), the compute-bound m = 16 rate of issue 40 and
-  // its 5 % case, the m = 32 5 % case; m = 1 and 2 assumed from m = 4's (a block product is
-  // mostly its two blocks' loads there). The dense terms from issue 40's four 5 % cases (int8
-  // split planes: three products).
+const PathCosts& measured_path_costs() {
+  // Fitted to measured numeric phases of the bench machine's GPU; bench/NOTES.md item 30 gives
+  // each figure's source (and item 31 the tensor-core kernel's, predicted until measured).
   static const PathCosts costs = [] {
     PathCosts c;
     c.fixed[0] = {1.0e-11, 7.7e-12};   // m = 1
@@ -24,6 +20,11 @@ const PathCosts& h200_path_costs() {
     c.fixed[3] = {8.77e-11, 1.47e-11};  // m = 8
     c.fixed[4] = {2.56e-9, 2.0e-11};   // m = 16
     c.fixed[5] = {3.0e-8, 4.0e-11};    // m = 32
+    // The tensor-core block kernel: useful multiply-adds at 2, 4 and 5 x 10^13 a second (m = 8,
+    // 16, 32), a B column's entry scanned 32 at a time against the A row's bitmap.
+    c.tensor_core[0] = {512 / 2.0e13, 1.0e-12};
+    c.tensor_core[1] = {4096 / 4.0e13, 1.0e-12};
+    c.tensor_core[2] = {32768 / 5.0e13, 4.0e-12};
     c.generic_macs_per_second = 1.0e12;
     c.generic_walk_entry_seconds = 2.5e-12;
     c.dense_int8_macs_per_second = 7.0e14;
@@ -36,6 +37,7 @@ const PathCosts& h200_path_costs() {
 }
 
 SparseCosts sparse_costs(const PathCosts& costs, const SparseKernel& kernel, int m) {
+  if (kernel.tensor_cores && tensor_core_block_size(m)) return costs.tensor_core[m == 8 ? 0 : m == 16 ? 1 : 2];
   if (!kernel.generic) {
     switch (m) {
       case 1: return costs.fixed[0];
@@ -58,9 +60,9 @@ PathPrediction predict_paths(const PathProblem& problem, const SparseKernel& ker
   const SparseCosts sparse = sparse_costs(costs, kernel, problem.m);
   const double sparse_compute =
       static_cast<double>(problem.block_products) * sparse.block_product_seconds + problem.walk * sparse.walk_entry_seconds;
-  // The dense tiles: every row with output against all of B, one GEMM product each for the int8
+  // The dense tiles: the rows they span against all of B, one GEMM product each for the int8
   // encoding's planes (or one float64 product), then each tile gathered.
-  const double dense_macs = static_cast<double>(problem.rows_with_tiles) * m * n * n;
+  const double dense_macs = static_cast<double>(problem.dense_rows) * m * n * n;
   const double dense_compute = (problem.dense_products > 0
                                     ? problem.dense_products * dense_macs / costs.dense_int8_macs_per_second
                                     : dense_macs / costs.dense_float64_macs_per_second) +
@@ -90,12 +92,15 @@ PathProblem path_problem(std::int64_t n, std::int32_t m, const std::vector<std::
   problem.tiles = tile_row_ptr.empty() ? 0 : tile_row_ptr.back();
   const std::int64_t p = m > 0 ? n / m : 0;
   const double b_column = p > 0 ? static_cast<double>(b_blocks) / static_cast<double>(p) : 0;
+  std::int64_t first = -1, last = -1;  // rows with tiles
   for (std::size_t r = 0; r + 1 < tile_row_ptr.size(); ++r) {
     const std::int64_t tiles = tile_row_ptr[r + 1] - tile_row_ptr[r];
     if (tiles == 0) continue;
-    ++problem.rows_with_tiles;
+    if (first < 0) first = static_cast<std::int64_t>(r);
+    last = static_cast<std::int64_t>(r);
     problem.walk += static_cast<double>(tiles) * (static_cast<double>(a_row_ptr[r + 1] - a_row_ptr[r]) + b_column);
   }
+  problem.dense_rows = first < 0 ? 0 : static_cast<std::int32_t>(last - first + 1);
   return problem;
 }
 
@@ -103,7 +108,7 @@ PathProblem estimated_path_problem(std::int64_t n, std::int32_t m, std::int32_t 
   PathProblem problem;
   problem.n = n;
   problem.m = m;
-  problem.rows_with_tiles = rows;
+  problem.dense_rows = rows;
   problem.block_products = block_products;
   const double p = m > 0 ? static_cast<double>(n / m) : 0;
   const double per_row = rows > 0 ? static_cast<double>(block_products) / rows : 0;  // = (density p)^2 p

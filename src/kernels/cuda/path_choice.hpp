@@ -1,8 +1,8 @@
 // The choice between the numeric phase's two paths on the GPU, the sparse tile kernels and the
 // dense tiles on cuBLAS, from a small cost model: each path's time predicted from the block
 // size, the lists the sparse matching walks (the block density), the block products (and so the
-// products per output block) and the output's size, with the rates measured on one H200 in one
-// place (PathCosts; bench/NOTES.md item 30 says where each figure comes from). Pure C++,
+// products per output block) and the output's size, with the measured rates in one place
+// (PathCosts; bench/NOTES.md item 30 says where each figure comes from). Pure C++,
 // compiled in every build, so that its unit tests run where there is no GPU.
 #pragma once
 
@@ -19,7 +19,9 @@ namespace blockmm::kernels::cuda {
 struct PathProblem {
   std::int64_t n = 0;                 // matrix order
   std::int32_t m = 0;                 // block order
-  std::int32_t rows_with_tiles = 0;   // block-rows with output tiles: the dense tiles' height
+  // Block-rows the dense tiles span: from the panel's first row with output tiles to its last
+  // (the dense path multiplies runs of consecutive rows, empty ones among them).
+  std::int32_t dense_rows = 0;
   std::int64_t tiles = 0;             // output tiles
   std::int64_t block_products = 0;
   // List entries the sparse matching meets: over the tiles, the length of the A row plus that
@@ -35,17 +37,18 @@ struct SparseCosts {
   double walk_entry_seconds = 0;
 };
 
-// The model's constants, one H200 (bench/NOTES.md item 30).
+// The model's constants, measured on the bench machine's GPU (bench/NOTES.md item 30).
 struct PathCosts {
   SparseCosts fixed[6];                 // the CUDA-core tile kernels for m = 1, 2, 4, 8, 16, 32
   double generic_macs_per_second = 0;   // the generic kernel (any other m): its multiply-adds
   double generic_walk_entry_seconds = 0;  // ... and a list entry, per thread of a tile that walks it
+  SparseCosts tensor_core[3];           // the tensor-core block kernel for m = 8, 16, 32
   double dense_int8_macs_per_second = 0;     // one int8 GEMM product's multiply-adds (cuBLAS)
   double dense_float64_macs_per_second = 0;
   double dense_tile_seconds = 0;             // gathering an output tile from the dense product
   double copy_back_bytes_per_second = 0;     // output records to the host: a floor for both paths
 };
-const PathCosts& h200_path_costs();
+const PathCosts& measured_path_costs();
 
 // The costs of the sparse kernel `kernel` runs for block size m.
 SparseCosts sparse_costs(const PathCosts& costs, const SparseKernel& kernel, int m);
@@ -64,7 +67,7 @@ struct PathChoice {
 // The faster predicted path (the sparse one on a tie), unless the choices force one; never the
 // dense path for an empty product or an order it cannot take (kDenseMaxOrder).
 PathChoice choose_path(const PathProblem& problem, const SparseKernel& kernel, const CudaChoices& choices,
-                       const PathCosts& costs = h200_path_costs());
+                       const PathCosts& costs = measured_path_costs());
 
 // The problem of a panel: `tile_row_ptr` its output tiles by block-row (rows + 1 entries),
 // `a_row_ptr` A's blocks by the same rows, `b_blocks` all of B's blocks.

@@ -40,13 +40,23 @@ inline int generic_tiles_per_unit(int m) {
   return t > 0 ? t : 1;
 }
 
-// Kernel choice for block size m: a compile-time instantiation, or the generic kernel (always,
-// where `generic` asks for it).
+// The tensor-core block kernel (tensor_tile_kernel.cuh) for m = 8, 16, 32: tiles a work unit
+// (a warp a tile at m = 8 and 16, four warps a tile at m = 32, several tiles a warp, so that the
+// unit's A-row bitmap serves many), and the largest bitmap of an A row's block columns it keeps
+// in shared memory (two 4-byte words a 32 columns: 64 KiB, p up to 262 144).
+constexpr int kTensorTilesPerUnit8 = 32, kTensorTilesPerUnit16 = 16, kTensorTilesPerUnit32 = 4;
+constexpr std::int64_t kMaxBitmapWords = 8192;
+bool tensor_core_block_size(int m);  // m = 8, 16, 32
+
+// Kernel choice for block size m: the tensor-core block kernel where asked for and m allows, else
+// a compile-time instantiation of the CUDA-core tile kernel, or the generic one (always, where
+// `generic` asks for it).
 struct SparseKernel {
   int tiles_per_unit = 1;
   bool generic = true;
+  bool tensor_cores = false;
 };
-SparseKernel sparse_kernel_for(int m, bool generic);
+SparseKernel sparse_kernel_for(int m, bool generic, bool tensor_cores = false);
 
 // Work units: each row's tiles cut into runs of at most tiles_per_unit. The host walks its row
 // pointers for their number and the chunks; the list itself is written on the device (E1 has a
@@ -60,19 +70,40 @@ struct SparseChunk {
 // Consecutive units of at most max_tiles tiles together (at least one unit a chunk).
 std::vector<SparseChunk> make_chunks(const OutputLayout& layout, int tiles_per_unit, std::int64_t max_tiles);
 
+// What the sparse plan needs of the right operand: its blocks and block-columns (p).
+struct RightOperandCounts {
+  std::int64_t blocks = 0;
+  std::int64_t block_cols = 0;
+};
+
+// The tensor-core kernel needs B's blocks once more, as byte planes (2 m^2 bytes each), beside
+// the work units and one unit's chunk: `wanted` where they fit `room`, else the CUDA-core kernel
+// for m.
+SparseKernel fitting_sparse_kernel(const SparseKernel& wanted, const OutputLayout& layout, int m, std::int64_t room,
+                                   const RightOperandCounts& b);
+
 struct SparsePlan {
   SparseKernel kernel;
   std::int64_t units = 0;        // work units of the pattern (all on the device at once)
   std::int64_t chunk_tiles = 0;  // output tiles a chunk may hold
   std::vector<SparseChunk> chunks;
   std::int64_t record_bytes = 0;
-  // Device bytes the path allocates: the work units and two output buffers of the largest chunk.
+  // The tensor-core kernel: B's byte planes (bytes), the A-row bitmap's words (0: it does not
+  // fit shared memory, every unit walks), B's average column length (the bitmap's choice).
+  std::int64_t b_planes_bytes = 0;
+  std::int64_t b_blocks = 0;
+  std::int32_t bitmap_words = 0;
+  double b_column = 0;
+  // Device bytes the path allocates: the work units, two output buffers of the largest chunk,
+  // and B's byte planes.
   std::int64_t workspace_bytes() const;
 };
 
-// The plan for a pattern of `layout` with block size m, in `room` device bytes beyond the
-// operands and the pattern, chunks of at most `chunk_bytes` of output (--chunk-size) where the
-// room allows. Throws ResourceError (budget_error) when the room cannot hold one unit's chunk.
-SparsePlan plan_sparse(const OutputLayout& layout, int m, bool generic, std::int64_t room, std::int64_t chunk_bytes);
+// The plan for a pattern of `layout` with block size m and kernel `kernel` (fitting_sparse_kernel),
+// in `room` device bytes beyond the operands and the pattern, chunks of at most `chunk_bytes` of
+// output (--chunk-size) where the room allows. Throws ResourceError (budget_error) when the
+// room cannot hold one unit's chunk.
+SparsePlan plan_sparse(const OutputLayout& layout, int m, const SparseKernel& kernel, std::int64_t room,
+                       std::int64_t chunk_bytes, const RightOperandCounts& b);
 
 }  // namespace blockmm::kernels::cuda

@@ -118,13 +118,14 @@ __device__ __forceinline__ std::int32_t lower_bound(const std::int32_t* keys, st
 // whole row (the serialisation issue #20 measured at 24x cuSPARSE); searching costs 10 x 20 steps.
 constexpr std::int32_t kSearchRatio = 16;
 
-// Intersects A's row with B's column, handing each batch of matches (A block, B block) to
-// `consume` (any order: the sums are exact integers). Two pointers when the lists are of
-// similar length, with branch-free steps that keep the warp together; else each entry of the
-// short list is looked up in the long one (the long one's tail only: both ascend).
-template <typename Consume>
-__device__ __forceinline__ void for_each_match(const TileParams& p, std::int32_t pa, std::int32_t ea,
-                                               std::int32_t pb, std::int32_t eb, Consume&& consume) {
+// Intersects A's row with B's column, handing each batch of up to kMatchBatch matches (A block,
+// B block; `count` of them) to `consume_batch` (any order: the sums are exact integers). Two
+// pointers when the lists are of similar length, with branch-free steps that keep the warp
+// together; else each entry of the short list is looked up in the long one (the long one's tail
+// only: both ascend).
+template <typename ConsumeBatch>
+__device__ __forceinline__ void for_each_match_batch(const TileParams& p, std::int32_t pa, std::int32_t ea,
+                                                     std::int32_t pb, std::int32_t eb, ConsumeBatch&& consume_batch) {
   const std::int32_t a_length = ea - pa;
   const std::int32_t b_length = eb - pb;
   const int mode = a_length > kSearchRatio * b_length ? 1 : (b_length > kSearchRatio * a_length ? 2 : 0);
@@ -164,11 +165,21 @@ __device__ __forceinline__ void for_each_match(const TileParams& p, std::int32_t
         pb += kb <= ka;
       }
     }
-#pragma unroll
-    for (int q = 0; q < kMatchBatch; ++q)
-      if (q < count) consume(ma[q], mb[q]);
+    consume_batch(ma, mb, count);
     if (count < kMatchBatch) return;
   }
+}
+
+// The same, handing each match to `consume`.
+template <typename Consume>
+__device__ __forceinline__ void for_each_match(const TileParams& p, std::int32_t pa, std::int32_t ea,
+                                               std::int32_t pb, std::int32_t eb, Consume&& consume) {
+  for_each_match_batch(p, pa, ea, pb, eb,
+                       [&](const std::int32_t (&ma)[kMatchBatch], const std::int32_t (&mb)[kMatchBatch], int count) {
+#pragma unroll
+                         for (int q = 0; q < kMatchBatch; ++q)
+                           if (q < count) consume(ma[q], mb[q]);
+                       });
 }
 
 __device__ __forceinline__ void store_index(std::byte* record, std::int32_t i, std::int32_t j) {
