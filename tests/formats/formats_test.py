@@ -308,7 +308,7 @@ class ProductsOut(Work):
         write_bytes(self.path("short.bin"), b"\x01\x00")
         run = tool("blockmm-export", self.path("short.bin"), self.path("M.npz"))
         self.assertEqual(run.returncode, 3)
-        self.assertIn("too short", run.stderr)
+        self.assertIn("shorter than the 12-byte header", run.stderr)
         self.assertFalse(os.path.exists(self.path("M.npz")))
         run = tool("blockmm-export", self.path("A.bin"), os.path.join(self.dir, "no", "such", "dir.npz"))
         self.assertEqual(run.returncode, 4, run.stderr)
@@ -346,7 +346,7 @@ class PythonPackage(Work):
         for name, change, words in [("idx", lambda d: d.__setitem__(slice(12, 16), (7).to_bytes(4, "little")),
                                      "outside [0, 2)"),
                                     ("dup", lambda d: d.__setitem__(slice(12 + 16, 12 + 24), d[12:20]), "occurs twice"),
-                                    ("size", lambda d: d.extend(b"\0"), "fits neither"),
+                                    ("size", lambda d: d.extend(b"\0"), "1 trailing bytes"),
                                     ("nm", lambda d: d.__setitem__(slice(0, 4), (5).to_bytes(4, "little")),
                                      "not a multiple")]:
             with self.subTest(name=name):
