@@ -110,7 +110,7 @@ def import_main(argv=None):
     def body():
         from .binary_format import write_binary
         from .blocks import check_block_size
-        from .hdf5_bsr import write_hdf5
+        from .hdf5_writer import write_hdf5
 
         check_block_size(args.block_size)
         fmt = _output_format(args.output, args.to, ("bin", "h5"), tool)
@@ -124,11 +124,7 @@ def import_main(argv=None):
             blocks = _load_foreign(tool, infile, kind, args.block_size, args.pad, args.values)
 
         def write(output):
-            if fmt == "bin":
-                write_binary(output.fd, blocks)
-            else:
-                with output.handle() as handle:
-                    write_hdf5(handle, blocks)
+            (write_binary if fmt == "bin" else write_hdf5)(output.fd, blocks)
 
         _write(tool, args.output, write)
         return 0

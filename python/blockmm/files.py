@@ -9,7 +9,8 @@ from .atomic_output import write_atomically
 from .binary_format import HEADER_BYTES, BinaryFile, record_dtype, write_binary  # noqa: F401
 from .blocks import MAX_ORDER, WIDTHS, blocks_from_bsr, to_bsr_matrix, values_name  # noqa: F401
 from .errors import FormatError  # noqa: F401
-from .hdf5_bsr import Hdf5File, write_hdf5
+from .hdf5_bsr import Hdf5File
+from .hdf5_writer import write_hdf5
 from .input_file import HDF5_SIGNATURE, InputFile  # noqa: F401
 
 
@@ -68,11 +69,7 @@ def write_h5(path, bsr, values="u16"):
     """Writes a square bsr_matrix in blockmm's HDF5 BSR layout, canonical as write_bin."""
     blocks = blocks_from_bsr(bsr, values)
 
-    def write(output):
-        with output.handle() as handle:
-            write_hdf5(handle, blocks)
-
-    write_atomically(path, write)
+    write_atomically(path, lambda output: write_hdf5(output.fd, blocks))
 
 
 def write(path, bsr, values="u16", fmt="auto"):

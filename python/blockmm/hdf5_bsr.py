@@ -1,5 +1,5 @@
 """blockmm's HDF5 BSR layout (README "Formats"), read with the rules and messages of
-src/io/hdf5_bsr.cpp and written as blockmm writes it:
+src/io/hdf5_bsr.cpp (written by hdf5_writer.py as blockmm writes it):
     /          attributes format = "blockmm-bsr", version = 1, n, m, nnzb (integers)
     /indptr    int64  [n/m + 1]     block-row pointers
     /indices   int32  [nnzb]        block-columns, strictly ascending within a row
@@ -387,42 +387,3 @@ class Hdf5File:
                 yield rows, cols, values
         finally:
             reader.close()
-
-
-def write_hdf5(handle, source, piece_bytes=None):
-    """Writes `source` (canonical) in the BSR layout through the file object `handle` (h5py's
-    fileobj driver: the descriptor the output was created with, never a name)."""
-    import h5py
-
-    from .blocks import IndptrStream
-
-    n, m, nnzb = source.n, source.m, source.nnzb
-    p = n // m
-    with h5py.File(handle, "w") as h5:
-        h5.attrs["format"] = FORMAT
-        for name, value in (("version", VERSION), ("n", n), ("m", m), ("nnzb", nnzb)):
-            h5.attrs[name] = np.int64(value)
-        indptr = h5.create_dataset("indptr", shape=(p + 1,), dtype="<i8")
-        indices = h5.create_dataset("indices", shape=(nnzb,), dtype="<i4")
-        data = h5.create_dataset("data", shape=(nnzb, m, m), dtype=source.width)
-        stream = IndptrStream(p, np.int64)
-        done = 0
-        written = 0
-
-        def put(chunk):
-            nonlocal written
-            indptr[written:written + len(chunk)] = chunk
-            written += len(chunk)
-
-        for rows, cols, values in source.pieces(piece_bytes):
-            count = len(rows)
-            indices[done:done + count] = cols
-            data[done:done + count] = values
-            starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-            for chunk in stream.feed(rows[starts], np.diff(np.r_[starts, count])):
-                put(chunk)
-            done += count
-        for chunk in stream.finish():
-            put(chunk)
-        if done != nnzb or written != p + 1:
-            raise RuntimeError(f"internal error: {done} blocks of {nnzb} and {written} indptr entries of {p + 1} written")
