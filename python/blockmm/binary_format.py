@@ -6,6 +6,7 @@ blocks refused; records are read in pieces through the descriptor (never mapped:
 short while it is read is an error, not a SIGBUS), so memory follows a piece, not n or k.
 """
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -130,9 +131,21 @@ class BinaryFile:
         return i, j, records["v"]
 
     def _raw_pieces(self):
+        """(first record, i, j, values) a piece at a time, the next piece read by a second thread
+        while this one is used (reads release the GIL)."""
         step = blocks_per_piece(self.m, self.width, self.piece_bytes)
-        for first in range(0, self.nnzb, step):
-            yield (first,) + self._read(first, min(step, self.nnzb - first))
+        firsts = range(0, self.nnzb, step)
+        if len(firsts) <= 1:
+            for first in firsts:
+                yield (first,) + self._read(first, min(step, self.nnzb - first))
+            return
+        with ThreadPoolExecutor(1) as reader:
+            coming = reader.submit(self._read, 0, min(step, self.nnzb))
+            for first in firsts:
+                piece = coming.result()
+                if first + step < self.nnzb:
+                    coming = reader.submit(self._read, first + step, min(step, self.nnzb - first - step))
+                yield (first,) + piece
 
     @staticmethod
     def _ascending(i, j, previous):
@@ -152,8 +165,9 @@ class BinaryFile:
                 break
             previous = (int(i[-1]), int(j[-1]))
             flat = values.reshape(len(i), mm)
-            elements += int(np.count_nonzero(flat))
-            blocks += len(i) if mm == 1 else int(np.count_nonzero(flat.any(axis=1)))
+            nonzero = int(np.count_nonzero(flat))
+            elements += nonzero
+            blocks += nonzero if mm == 1 else int(np.count_nonzero(flat.any(axis=1)))
         else:
             self.nonzero_counts = (elements, blocks)
 

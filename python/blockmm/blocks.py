@@ -12,7 +12,7 @@ from .errors import FormatError
 MAX_ORDER = 2**31 - 1
 MAX_SUPPORTED_BLOCK_ORDER = 46340  # block indices r*m + c fit int32; src/core/record_layout.hpp
 WIDTHS = {"u16": np.dtype("<u2"), "u32": np.dtype("<u4")}
-PIECE_BYTES = 64 << 20  # values a piece holds at most (tests make it small to cross piece ends)
+PIECE_BYTES = 16 << 20  # values a piece holds at most (tests make it small to cross piece ends)
 
 
 def values_name(dtype):
@@ -107,19 +107,26 @@ def blocks_from_entries(path, shape, rows, cols, data, m, pad, values, warn=None
 
 
 def whole_block_rows(pieces):
-    """Re-cuts pieces so that no block-row is split between two of them."""
+    """Re-cuts pieces so that no block-row is split between two of them: a piece's last block-row
+    waits for the next piece, which may continue it (only that row is ever copied)."""
     carry = None
     for rows, cols, values in pieces:
-        if carry is not None:
-            rows, cols, values = (np.concatenate((a, b)) for a, b in zip(carry, (rows, cols, values)))
-            carry = None
-        if len(rows) == 0:
+        if not len(rows):
             continue
+        if carry is not None:
+            head = int(np.searchsorted(rows, carry[0][-1], side="right"))  # the carried row's blocks here
+            if head:
+                carry = tuple(np.concatenate((a, b[:head])) for a, b in zip(carry, (rows, cols, values)))
+                rows, cols, values = rows[head:], cols[head:], values[head:]
+            if not len(rows):
+                continue
+            yield carry
+            carry = None
         cut = int(np.searchsorted(rows, rows[-1], side="left"))
-        if cut > 0:
+        if cut:
             yield rows[:cut], cols[:cut], values[:cut]
         carry = (rows[cut:], cols[cut:], values[cut:])
-    if carry is not None and len(carry[0]):
+    if carry is not None:
         yield carry
 
 

@@ -215,48 +215,51 @@ def write_npz(handle, source, sparse_format="csr", compress=False, piece_bytes=N
     elements, blocks = nonzero_counts(source, piece_bytes)
     n, m, width = source.n, source.m, source.width
     archive = StoredZip(handle.fileno())
-    archive.add("format", (), "S3").write(np.array(sparse_format.encode("ascii")))
-    archive.add("shape", (2,), np.int64).write(np.array([n, n]))
-    if sparse_format == "bsr":
-        p = n // m
-        index = _index_dtype(p, blocks)
-        indptr, indices = archive.add("indptr", (p + 1,), index), archive.add("indices", (blocks,), index)
-        data = archive.add("data", (blocks, m, m), width)
-        stream = IndptrStream(p, index)
-        for rows, cols, values in _nonzero_blocks(source, piece_bytes):
-            if len(rows):
-                starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-                for chunk in stream.feed(rows[starts], np.diff(np.r_[starts, len(rows)])):
-                    indptr.write(chunk)
-            indices.write(cols)
-            data.write(values)
-        for chunk in stream.finish():
-            indptr.write(chunk)
-    elif sparse_format == "csc":
-        index = _index_dtype(n, elements)
-        for key, array in zip(("indptr", "indices", "data"), _csc_arrays(source, index, piece_bytes)):
-            archive.add(key, array.shape, array.dtype).write(array)
-    else:
-        index = _index_dtype(n, elements)
-        if sparse_format == "csr":
-            indptr = archive.add("indptr", (n + 1,), index)
-            stream = IndptrStream(n, index)
-        else:
-            row = archive.add("row", (elements,), index)
-        col = archive.add("indices" if sparse_format == "csr" else "col", (elements,), index)
-        data = archive.add("data", (elements,), width)
-        for element_rows, counts, cols, values in csr_pieces(source, piece_bytes):
-            if sparse_format == "csr":
-                for chunk in stream.feed(element_rows, counts):
-                    indptr.write(chunk)
-            else:
-                row.write(np.repeat(element_rows, counts))
-            col.write(cols)
-            data.write(values)
-        if sparse_format == "csr":
+    try:
+        archive.add("format", (), "S3").write(np.array(sparse_format.encode("ascii")))
+        archive.add("shape", (2,), np.int64).write(np.array([n, n]))
+        if sparse_format == "bsr":
+            p = n // m
+            index = _index_dtype(p, blocks)
+            indptr, indices = archive.add("indptr", (p + 1,), index), archive.add("indices", (blocks,), index)
+            data = archive.add("data", (blocks, m, m), width)
+            stream = IndptrStream(p, index)
+            for rows, cols, values in _nonzero_blocks(source, piece_bytes):
+                if len(rows):
+                    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+                    for chunk in stream.feed(rows[starts], np.diff(np.r_[starts, len(rows)])):
+                        indptr.write(chunk)
+                indices.write(cols)
+                data.write(values)
             for chunk in stream.finish():
                 indptr.write(chunk)
-    archive.finish()
+        elif sparse_format == "csc":
+            index = _index_dtype(n, elements)
+            for key, array in zip(("indptr", "indices", "data"), _csc_arrays(source, index, piece_bytes)):
+                archive.add(key, array.shape, array.dtype).write(array)
+        else:
+            index = _index_dtype(n, elements)
+            if sparse_format == "csr":
+                indptr = archive.add("indptr", (n + 1,), index)
+                stream = IndptrStream(n, index)
+            else:
+                row = archive.add("row", (elements,), index)
+            col = archive.add("indices" if sparse_format == "csr" else "col", (elements,), index)
+            data = archive.add("data", (elements,), width)
+            for element_rows, counts, cols, values in csr_pieces(source, piece_bytes):
+                if sparse_format == "csr":
+                    for chunk in stream.feed(element_rows, counts):
+                        indptr.write(chunk)
+                else:
+                    row.write(np.repeat(element_rows, counts))
+                col.write(cols)
+                data.write(values)
+            if sparse_format == "csr":
+                for chunk in stream.finish():
+                    indptr.write(chunk)
+        archive.finish()
+    finally:
+        archive.abandon()
 
 
 def _nonzero_blocks(source, piece_bytes):

@@ -9,6 +9,8 @@ import time
 
 from .errors import UsageError
 
+BAR_DELAY = 1.0  # seconds before a bar is drawn: shorter runs show none
+
 
 def progress_interval():
     """BLOCKMM_PROGRESS_INTERVAL: seconds in (0, 86400], default 5; anything else is a usage error."""
@@ -47,7 +49,7 @@ class Progress:
         self.interval = progress_interval() if interval is None else interval
         self.start = time.monotonic()
         self.done = 0
-        self.next_show = self.start + (1.0 if self.style == "bar" else self.interval)
+        self.next_show = self.start + (BAR_DELAY if self.style == "bar" else self.interval)
         self.drawn = False
 
     def advance(self, count):

@@ -8,7 +8,9 @@ beyond the piece at hand.
 """
 import io
 import os
+import queue
 import struct
+import threading
 import time
 import zlib
 
@@ -52,9 +54,13 @@ class _Member:
     def _put(self, view):
         if self.written + len(view) > self.size:
             raise ValueError(f"'{self.name.decode()}' gets more than its {self.size} bytes")
-        self.crc = zlib.crc32(view, self.crc)
-        self.archive.pwrite(view, self.data_offset + self.written)
+        self.archive.queue(self, view, self.data_offset + self.written)
         self.written += len(view)
+
+    def _store(self, view, offset):
+        """The writer thread's part, in order: the CRC and the write."""
+        self.crc = zlib.crc32(view, self.crc)
+        self.archive.pwrite(view, offset)
 
     def write(self, values):
         """Appends `values` (converted to the member's dtype)."""
@@ -71,6 +77,41 @@ class StoredZip:
         self.fd = fd
         self.members = []
         self.offset = 0
+        # One writer thread takes the pieces in order (CRC-32 and pwrite release the GIL), so that
+        # the next piece is made while this one is written; at most two pieces wait.
+        self.pending = queue.Queue(maxsize=2)
+        self.failure = None
+        self.writer = threading.Thread(target=self._drain, name="blockmm-zip-writer", daemon=True)
+        self.writer.start()
+
+    def _drain(self):
+        while True:
+            item = self.pending.get()
+            if item is None:
+                return
+            if self.failure is None:
+                member, view, offset = item
+                try:
+                    member._store(view, offset)
+                except BaseException as error:  # noqa: BLE001: raised in the caller's thread
+                    self.failure = error
+
+    def queue(self, member, view, offset):
+        if self.failure is not None:
+            raise self.failure
+        self.pending.put((member, view, offset))
+
+    def close(self):
+        """Waits for the writes queued so far; re-raises a write's failure."""
+        self.abandon()
+        if self.failure is not None:
+            raise self.failure
+
+    def abandon(self):
+        """Ends the writer thread (after the writes queued so far) without raising."""
+        if self.writer.is_alive():
+            self.pending.put(None)
+            self.writer.join()
 
     def pwrite(self, view, offset):
         while len(view):
@@ -84,6 +125,7 @@ class StoredZip:
         return member
 
     def finish(self):
+        self.close()
         date, clock = _dos_time()
         central = bytearray()
         for member in self.members:
