@@ -40,6 +40,7 @@ def metadata_timeout_seconds():
 class _ChildChannel:
     def __init__(self, fd):
         self.fd = fd
+        self.current = "reading the file's structure"
 
     def _write(self, data):
         view = memoryview(data).cast("B")
@@ -53,6 +54,7 @@ class _ChildChannel:
             self._write(view)
 
     def stage(self, text):
+        self.current = text
         self.send(b"S", text.encode("utf-8", "surrogateescape"))
 
 

@@ -43,6 +43,16 @@ def claimed(value):
     return str(int(value)) if value < 2.0**64 else f"{value:.4g}"
 
 
+def require_h5py(path):
+    """h5py, or a one-line failure saying how to get it (it is optional for the package)."""
+    try:
+        import h5py
+    except ImportError:
+        raise RuntimeError(f"{path}: HDF5 files need the h5py package (pip install 'blockmm[hdf5]', or Debian: "
+                           f"apt install python3-h5py)") from None
+    return h5py
+
+
 def virtual_sources_allowed(path, name, plist):
     """Whether a virtual dataset's values may be read: never, for now. This is the one place where
     blockmm's own parted output (OUT.h5 over part files OUT.h5.part-NNNN beside it, the root
@@ -346,16 +356,24 @@ class Hdf5File:
 
     def _start(self):
         infile, values, piece_bytes = self.file, self.values, self.piece_bytes
+        require_h5py(self.path)
 
         def work(channel):
-            checks = _Checks(channel, infile, values)
             try:
-                checks.header()
-                channel.send(b"H", json.dumps({"n": checks.n, "m": checks.m, "nnzb": checks.nnzb,
-                                               "width": checks.width}).encode())
-                checks.send_blocks(piece_bytes)
-            finally:
-                checks.close()
+                checks = _Checks(channel, infile, values)
+                try:
+                    checks.header()
+                    channel.send(b"H", json.dumps({"n": checks.n, "m": checks.m, "nnzb": checks.nnzb,
+                                                   "width": checks.width}).encode())
+                    checks.send_blocks(piece_bytes)
+                finally:
+                    checks.close()
+            except (OSError, KeyError, ValueError, RuntimeError) as error:
+                if isinstance(error, (FormatError, BrokenPipeError)):
+                    raise
+                # libhdf5 refused a call (h5py raises these): the file is bad, as for the C++ reader.
+                raise FormatError(f"{infile.path}: libhdf5 failed {channel.current} ({type(error).__name__}: "
+                                  f"{error})") from None
 
         reader = GuardedReader(self.path, "libhdf5", work)
         frames = reader.frames()

@@ -104,7 +104,9 @@ class _Dataset:
 def write_hdf5(fd, source, piece_bytes=None):
     """Writes `source` (canonical: sorted, no repeats) in the BSR layout through the descriptor
     `fd`, from its start."""
-    import h5py
+    from .hdf5_bsr import require_h5py
+
+    h5py = require_h5py("writing HDF5")
     from h5py import h5d, h5p
 
     n, m, nnzb = source.n, source.m, source.nnzb

@@ -11,7 +11,9 @@ Writing streams the arrays into the zip a pass at a time, in pieces of whole blo
 that memory follows a piece (csc, whose column order needs the whole matrix, holds the output's
 arrays once). Uncompressed unless asked: the point is to write at the speed of the disk.
 """
+import struct
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -31,7 +33,8 @@ class _Archive:
         try:
             self.zip = zipfile.ZipFile(handle)
             self.members = {info.filename: info for info in self.zip.infolist()}
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as error:
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, zlib.error, struct.error,
+                NotImplementedError) as error:
             raise FormatError(f"{path}: not a scipy.sparse .npz file: {error}") from None
 
     def fail(self, what):
@@ -77,7 +80,8 @@ class _Archive:
                     done += got
                 if member.read(1):
                     self.fail(f"array '{key}' holds more bytes than its header declares")
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as error:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError, zlib.error, struct.error,
+                NotImplementedError) as error:
             if isinstance(error, FormatError):
                 raise
             self.fail(f"array '{key}' cannot be read: {error}")
