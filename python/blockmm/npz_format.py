@@ -170,7 +170,11 @@ def read_npz(path, high=65535):
             t, a, b = np.nonzero(data[:used])
             rows, cols, values = block_rows[t] * r + a, block_cols[t] * c + b, data[:used][t, a, b]
         else:  # dia: data[k, j] is the entry (j - offsets[k], j)
-            offsets = archive.array("offsets", INDEX_KINDS, 1, fmt).astype(np.int64)
+            offsets = archive.array("offsets", INDEX_KINDS, 1, fmt)
+            wide = np.flatnonzero(np.abs(offsets.astype(np.float64)) > MAX_INDEX)
+            if wide.size:  # scipy would wrap them into int32: another matrix
+                archive.fail(f"dia offsets[{wide[0]}] = {offsets[wide[0]]} does not fit int32")
+            offsets = offsets.astype(np.int64)
             if len(offsets) != data.shape[0]:
                 archive.fail(f"dia offsets hold {len(offsets)} diagonals and data {data.shape[0]}; they must match")
             width = min(data.shape[1], n_cols)

@@ -157,6 +157,9 @@ class NpzRules(Work):
         missing = dict(csr)
         del missing["indptr"]
         self.attempt(missing, "no array 'indptr'")
+        # A diagonal offset scipy would wrap into int32 (uint32 4294967290 read as -6): another matrix.
+        self.attempt({"format": np.array(b"dia"), "shape": np.array([8, 8]), "data": np.ones((1, 8), np.int64),
+                      "offsets": np.array([4294967290], dtype=np.uint32)}, "offsets[0] = 4294967290 does not fit int32")
 
     def test_a_compressed_array_that_claims_more_than_deflate_gives(self):
         write_npz_arrays(self.path("in.npz"), {"format": np.array(b"coo"), "shape": np.array([4, 4]),
@@ -267,6 +270,15 @@ class NamesAndLimits(Work):
         missing = os.path.join(os.fsencode(self.dir), b"no\xffsuch\n.bin")
         run = tool("blockmm-export", os.fsdecode(missing), os.fsdecode(out), in_process=False)
         self.assert_one_error(run, 3, "no\udcffsuch\\x0a.bin: cannot open")
+
+    def test_a_fifo_input_never_blocks(self):
+        os.mkfifo(self.path("pipe"))
+        for args in (("blockmm-export", self.path("pipe"), self.path("out.npz")),
+                     ("blockmm-import", "-m", 2, self.path("pipe"), self.path("out.bin"))):
+            with self.subTest(tool=args[0]):
+                run = tool(*args, in_process=False, timeout=30)  # the old readers waited for a writer for ever
+                self.assert_one_error(run, 3, self.path("pipe"), "is not a regular file")
+        self.assertEqual(os.listdir(self.dir), ["pipe"])
 
     def test_block_orders_past_the_limit(self):
         scipy_io_text = "\n".join([HEADER, "3 3 1", "1 1 5"]) + "\n"
