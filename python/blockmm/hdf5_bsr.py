@@ -299,6 +299,14 @@ class _Checks:
         self.rows = np.concatenate(rows).astype(np.int64)
         self.row_first = np.concatenate(firsts).astype(np.int64)
 
+    def rows_of(self, first, count):
+        """The block-row of each of blocks [first, first + count): the rows' runs, cut to the piece."""
+        at0 = int(np.searchsorted(self.row_first, first, side="right")) - 1
+        at1 = int(np.searchsorted(self.row_first, first + count - 1, side="right"))
+        starts = np.clip(self.row_first[at0:at1], first, first + count)
+        ends = np.clip(np.r_[self.row_first[at0 + 1:at1], first + count], first, first + count)
+        return np.repeat(self.rows[at0:at1], ends - starts)
+
     def bad_index(self, block, j, row, previous):
         where = f"/indices[{block}] = {j} (block-row {row})"
         if not 0 <= j < self.p:
@@ -317,9 +325,7 @@ class _Checks:
             values = np.empty((count, self.m, self.m), dtype=WIDTHS[self.width])
             self.indices.read_direct(cols, np.s_[first:first + count])
             self.data.read_direct(values, np.s_[first:first + count])
-            blocks = np.arange(first, first + count, dtype=np.int64)
-            at = np.searchsorted(self.row_first, blocks, side="right") - 1
-            rows = self.rows[at]
+            rows = self.rows_of(first, count)
             before = np.r_[previous_col, cols[:-1]]
             before[np.r_[previous_row, rows[:-1]] != rows] = -1  # the first block of its row
             bad = np.flatnonzero((cols < 0) | (cols >= self.p) | (cols <= before))
@@ -399,8 +405,8 @@ class Hdf5File:
         try:
             for tag, payload in frames:
                 count = int(payload[:8].view("<i8")[0])
-                rows = payload[8:8 + 4 * count].view("<i4").astype(np.int64)
-                cols = payload[8 + 4 * count:8 + 8 * count].view("<i4").astype(np.int64)
+                rows = payload[8:8 + 4 * count].view("<i4")
+                cols = payload[8 + 4 * count:8 + 8 * count].view("<i4")
                 values = payload[8 + 8 * count:].view(width).reshape(count, m, m)
                 yield rows, cols, values
         finally:
