@@ -22,7 +22,6 @@ import secrets
 import signal
 import socket
 import stat
-import sys
 
 from .errors import OutputError, UsageError, say
 
@@ -58,9 +57,11 @@ def _remove_and_reraise(number, frame):
 
 
 def install_cleanup_handlers():
-    """For the tools (a library leaves the process's signals alone): temporaries go on a signal."""
+    """For the tools (a library leaves the process's signals alone): temporaries go on a signal.
+    A signal the tool was started with ignored stays ignored (`nohup` must keep working)."""
     for number in CLEANUP_SIGNALS:
-        signal.signal(number, _remove_and_reraise)
+        if signal.getsignal(number) != signal.SIG_IGN:
+            signal.signal(number, _remove_and_reraise)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
@@ -281,7 +282,7 @@ class AtomicOutput:
 def write_atomically(target, write, tool=None):
     """Runs write(output) for a new AtomicOutput of `target` and commits it; OS failures of the
     writing become OutputError naming the target, and the temporary goes."""
-    tool = tool or os.path.basename(sys.argv[0]) or "blockmm"
+    tool = tool or "blockmm"
     with AtomicOutput(target, tool) as output:
         try:
             write(output)

@@ -7,7 +7,7 @@ matrix of n = 2^31 - 1 with one block costs what one block costs.
 """
 import numpy as np
 
-from .errors import FormatError
+from .errors import FormatError, UsageError
 
 MAX_ORDER = 2**31 - 1
 MAX_SUPPORTED_BLOCK_ORDER = 46340  # block indices r*m + c fit int32; src/core/record_layout.hpp
@@ -51,8 +51,6 @@ class Blocks:
 
 def check_block_size(m, what="--block-size"):
     """The block orders the tools take: 1 to 46340, as blockmm (a usage error otherwise)."""
-    from .errors import UsageError
-
     if m <= 0:
         raise UsageError(f"{what} {m} must be positive")
     if m > MAX_SUPPORTED_BLOCK_ORDER:

@@ -6,7 +6,6 @@ through the package's validating readers, outputs written through atomic_output.
 """
 import argparse
 import os
-import sys
 
 from ._version import __version__
 from .errors import (BAD_INPUT, OTHER, OUT_OF_MEMORY, OUTPUT_FAILURE, USAGE, FormatError, OutputError,

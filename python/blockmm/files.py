@@ -3,8 +3,6 @@ format (binary_format.py) and the HDF5 BSR layout (hdf5_bsr.py), read with the C
 rules and written as blockmm writes them (atomic_output.py: a temporary file beside the
 target, renamed over it only when complete; a failed write leaves the target as it was).
 """
-import numpy as np
-
 from .atomic_output import write_atomically
 from .binary_format import HEADER_BYTES, BinaryFile, record_dtype, write_binary  # noqa: F401
 from .blocks import MAX_ORDER, WIDTHS, blocks_from_bsr, to_bsr_matrix, values_name  # noqa: F401
@@ -79,5 +77,7 @@ def write(path, bsr, values="u16", fmt="auto"):
     (write_h5 if fmt == "h5" else write_bin)(path, bsr, values)
 
 
-__all__ = ["FormatError", "WIDTHS", "np", "read", "read_bin", "read_h5", "write", "write_bin", "write_h5",
-           "has_hdf5_signature", "open_block_file"]
+__all__ = ["FormatError", "read", "read_bin", "read_h5", "write", "write_bin", "write_h5", "has_hdf5_signature",
+           "open_block_file",
+           # the module's names before the readers moved to binary_format and hdf5_bsr
+           "HEADER_BYTES", "HDF5_SIGNATURE", "MAX_ORDER", "WIDTHS", "record_dtype", "values_name"]

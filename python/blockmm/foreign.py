@@ -71,3 +71,7 @@ def write_npz(path, bsr, sparse_format="csr", compressed=False):
             npz_format.write_npz(handle, blocks, sparse_format, compress=compressed)
 
     write_atomically(path, write)
+
+
+__all__ = ["FormatError", "read_matrix_market", "read_npz", "to_bsr", "write_matrix_market", "write_npz",
+           "kind_of", "MATRIX_MARKET_SIGNATURE", "ZIP_SIGNATURE"]

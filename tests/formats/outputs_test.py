@@ -164,6 +164,19 @@ class Signals(Work):
             with self.subTest(signal=signal.Signals(number).name):
                 self.interrupt(number, self.path("C.bin"))
 
+    def test_an_ignored_hangup_stays_ignored(self):
+        """nohup: a tool started with SIGHUP ignored finishes its output through a hangup."""
+        target = os.path.join(self.out, "C.npz")
+        process = subprocess.Popen([os.path.join(BUILD, "blockmm-export"), "--compress", self.path("C.bin"), target],
+                                   stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+        if wait_for_entry(self.out, MARKER, process) is None:
+            self.fail(f"no temporary appeared: {process.communicate()[1]!r}")
+        os.kill(process.pid, signal.SIGHUP)
+        err = process.communicate(timeout=120)[1]
+        self.assertEqual(process.returncode, 0, err)
+        self.assertEqual(os.listdir(self.out), ["C.npz"])
+        self.assertEqual(sp.load_npz(target).shape, (8192, 8192))
+
     def test_term_while_an_hdf5_input_is_read(self):
         tool("blockmm-convert", self.path("C.bin"), self.path("C.h5"), check=0)
         process = self.interrupt(signal.SIGTERM, self.path("C.h5"))
