@@ -31,6 +31,7 @@ import zipfile
 BUILD = os.environ.get("BLOCKMM_BUILD_DIR") or sys.exit("BLOCKMM_BUILD_DIR is not set")
 CASE_SECONDS = 20
 FILE_SIZE_LIMIT = 64 << 20
+MEMORY_LIMIT = 4 << 30
 INTERESTING_NUMBERS = ["0", "-1", "1", "2147483647", "2147483648", "4294967295", "4294967298", "65535", "65536",
                        "9223372036854775807", "18446744073709551617", "1e308", "-0", "nan", "inf", "1.5", "0x10",
                        "", "1e3", "+3", "99999999999999999999999"]
@@ -196,24 +197,47 @@ def run_tool(entry, args):
     return code, err.getvalue()
 
 
+def entries(rows, cols, values, n_cols):
+    """(keys, values) of non-zero entries, repeats summed, sorted by key = row * n_cols + col."""
+    import numpy as np
+
+    rows, cols, values = (np.asarray(a) for a in (rows, cols, values))
+    keep = values != 0
+    keys = rows[keep].astype(np.int64) * n_cols + cols[keep]
+    values = values[keep].astype(np.float64)
+    order = np.argsort(keys, kind="stable")
+    keys, values = keys[order], values[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, np.int64)
+    sums = np.add.reduceat(values, starts) if len(starts) else values
+    return keys[starts], sums
+
+
 def agrees_with_scipy(name, path, output):
-    """Where scipy reads the accepted input, it must mean the matrix blockmm-import wrote."""
+    """Where scipy reads the accepted input, it must mean the matrix blockmm-import wrote (entries
+    compared, never a matrix of n rows: the shapes may be 2^31 - 1)."""
     import numpy as np
     import scipy.io
     import scipy.sparse as sp
 
-    import blockmm
+    from blockmm.files import open_block_file
 
     try:
         theirs = sp.coo_matrix(scipy.io.mmread(path) if name.endswith(".mtx") else sp.load_npz(path))
-        theirs = sp.csr_matrix((theirs.data.astype(np.float64), (theirs.row, theirs.col)), shape=theirs.shape)
+        theirs_keys, theirs_values = entries(theirs.row, theirs.col, theirs.data, theirs.shape[1])
     except Exception:  # noqa: BLE001: scipy refuses what blockmm took (stricter or looser): no oracle
         return
-    ours = blockmm.read(output).tocsr()
-    if ours.shape != theirs.shape:
-        theirs = theirs.tocoo()
-        theirs = sp.csr_matrix((theirs.data, (theirs.row, theirs.col)), shape=ours.shape)
-    if (abs(ours.astype(np.float64) - theirs) > 0).nnz:
+    source = open_block_file(output)
+    try:
+        m = source.m
+        parts = [(r.astype(np.int64)[t] * m + a, c.astype(np.int64)[t] * m + b, v[t, a, b])
+                 for r, c, v in source.pieces() for t, a, b in [np.nonzero(v)]]
+    finally:
+        source.close()
+    rows, cols, values = (np.concatenate([q[k] for q in parts]) if parts else np.zeros(0) for k in range(3))
+    if np.any(rows >= theirs.shape[0]) or np.any(cols >= theirs.shape[1]):
+        raise Finding(f"{name}: blockmm-import wrote entries outside the matrix scipy reads")
+    ours_keys, ours_values = entries(rows, cols, values, theirs.shape[1])
+    if not (np.array_equal(ours_keys, theirs_keys) and np.array_equal(ours_values, theirs_values)):
         raise Finding(f"{name}: blockmm-import wrote a matrix other than the one scipy reads")
 
 
@@ -221,8 +245,12 @@ def same_rules_as_cpp(path, code):
     """One reader, one set of rules: blockmm-cmp (C++), comparing the file with itself, takes a
     blockmm file exactly when the Python tools do (exit 0; 2 for a file it cannot read, 3 where
     its libhdf5 guard ends it)."""
+    def unlimited():  # an AddressSanitizer build reserves terabytes of address space
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
     run = subprocess.run([os.path.join(BUILD, "blockmm-cmp"), "-q", path, path], capture_output=True, text=True,
-                         timeout=60, env=dict(os.environ, BLOCKMM_MPI="0"))
+                         timeout=60, env=dict(os.environ, BLOCKMM_MPI="0"), preexec_fn=unlimited)
     if (run.returncode == 0) != (code == 0) or run.returncode not in (0, 2, 3):
         raise Finding(f"{path}: the Python tools exit {code}, blockmm-cmp {run.returncode}: {run.stderr!r}")
 
@@ -295,6 +323,9 @@ def worker(seconds, seed, report, only_case=None):
     # A few bytes may ask for a large output legitimately (an HDF5 /indptr of n/m + 1 entries, say):
     # such outputs stop at this size with EFBIG, exit 4, instead of filling the disk.
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    # Memory must follow the records: a few bytes that make a tool allocate gigabytes get exit 5
+    # here (a finding), not the machine's memory.
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, resource.getrlimit(resource.RLIMIT_AS)[1]))
     work = tempfile.mkdtemp(prefix="blockmm-fuzz-py-")
     try:
         pool = seeds(work)
