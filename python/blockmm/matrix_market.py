@@ -22,6 +22,18 @@ SYMMETRIES = ("general", "symmetric")
 MAX_INDEX = 2**31 - 1  # blockmm's n is an int32
 
 
+def _short(text, longest=40):
+    """A field from the file as a message shows it: at most `longest` characters."""
+    return text if len(text) <= longest else text[:longest] + "..."
+
+
+def _whole_number(digits):
+    """The value of a string of ASCII digits; any of more than 19 digits counts as 10^19 (past
+    every limit here, and Python's int() refuses strings of over 4300 digits)."""
+    digits = digits.lstrip("0" if isinstance(digits, str) else b"0") or (b"0" if isinstance(digits, bytes) else "0")
+    return int(digits) if len(digits) <= 19 else 10**19
+
+
 def _header(path, handle):
     """(rows, columns, entries, field, symmetry, lines read) from the banner, comments and size line."""
     banner = handle.readline()
@@ -53,11 +65,11 @@ def _header(path, handle):
     if len(fields) != 3 or not all(f.isdigit() for f in fields):
         raise FormatError(f"{path}: line {number}: the size line must be three non-negative integers 'rows columns "
                           f"entries', not '{printable_ascii(text[:80])}'")
-    rows, cols, entries = (int(f) for f in fields)
-    for name, value in (("rows", rows), ("columns", cols)):
+    rows, cols, entries = (_whole_number(f) for f in fields)
+    for name, value, text in (("rows", rows, fields[0]), ("columns", cols, fields[1])):
         if value > MAX_INDEX:
-            raise FormatError(f"{path}: line {number}: {value} {name} is more than blockmm's int32 n holds "
-                              f"({MAX_INDEX})")
+            raise FormatError(f"{path}: line {number}: {_short(text.decode('ascii'))} {name} is more than blockmm's "
+                              f"int32 n holds ({MAX_INDEX})")
     if symmetry == "symmetric" and rows != cols:
         raise FormatError(f"{path}: line {number}: a symmetric matrix must be square, not {rows} x {cols}")
     if entries > rows * cols:
@@ -75,11 +87,11 @@ def _first_bad_line(infile, high, rows, cols, field, first_line):
             line = raw.strip()
             if number <= first_line or not line or line.startswith(b"%"):
                 continue
-            fields = [printable_ascii(x) for x in line.split(b"%", 1)[0].split()]
+            fields = [_short(printable_ascii(x)) for x in line.split(b"%", 1)[0].split()]
             if len(fields) != wanted:
                 return number, f"{len(fields)} fields; an entry is 'row column{'' if pattern else ' value'}'"
             for name, text, limit in (("row", fields[0], rows), ("column", fields[1], cols)):
-                if not text.isdigit() or not 1 <= int(text) <= limit:
+                if not text.isdigit() or not 1 <= _whole_number(text) <= limit:
                     return number, f"{name} index {text} is not in [1, {limit}]"
             if pattern:
                 continue
