@@ -33,7 +33,7 @@ _SIGNAL_CAUSES = {signal.SIGSEGV: "crashed (SIGSEGV)", signal.SIGBUS: "crashed (
 def metadata_timeout_seconds():
     """BLOCKMM_LIBRARY_TIMEOUT (whole seconds, 1 to 86399) or 60, read as the C++ tools read it."""
     text = os.environ.get("BLOCKMM_LIBRARY_TIMEOUT", "")
-    if text.isdigit() and text.isascii() and len(text) <= 5 and 0 < int(text) < 86400:
+    if text.isdigit() and text.isascii() and len(text.lstrip("0")) <= 5 and 0 < int(text.lstrip("0") or "0") < 86400:
         return int(text)
     return 60
 
