@@ -32,9 +32,11 @@ _SIGNAL_CAUSES = {signal.SIGSEGV: "crashed (SIGSEGV)", signal.SIGBUS: "crashed (
 
 def metadata_timeout_seconds():
     """BLOCKMM_LIBRARY_TIMEOUT (whole seconds, 1 to 86399) or 60, read as the C++ tools read it."""
-    text = os.environ.get("BLOCKMM_LIBRARY_TIMEOUT", "")
-    if text.isdigit() and text.isascii() and len(text.lstrip("0")) <= 5 and 0 < int(text.lstrip("0") or "0") < 86400:
-        return int(text)
+    digits = os.environ.get("BLOCKMM_LIBRARY_TIMEOUT", "")
+    if digits.isdigit() and digits.isascii():
+        digits = digits.lstrip("0")  # as strtoul reads them; int() refuses thousands of digits
+        if 0 < len(digits) <= 5 and int(digits) < 86400:
+            return int(digits)
     return 60
 
 
