@@ -310,7 +310,7 @@ def make_case(pool, case_seed):
     return name, data, rand
 
 
-def worker(seconds, seed, report, only_case=None):
+def worker(seconds, seed, report, only_case=None, work=None):
     """Runs cases until `seconds` pass (or case `only_case` alone), writing each case's name,
     number and bytes to `report` first."""
     import h5py  # noqa: F401  (imported once: the HDF5 reader's child processes inherit it)
@@ -326,7 +326,8 @@ def worker(seconds, seed, report, only_case=None):
     # Memory must follow the records: a few bytes that make a tool allocate gigabytes get exit 5
     # here (a finding), not the machine's memory.
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    work = tempfile.mkdtemp(prefix="blockmm-fuzz-py-")
+    own = work is None
+    work = work or tempfile.mkdtemp(prefix="blockmm-fuzz-py-")
     try:
         pool = seeds(work)
         end = time.monotonic() + seconds
@@ -341,7 +342,8 @@ def worker(seconds, seed, report, only_case=None):
         print(f"fuzz_python_tools: {count} cases in {seconds} s, no finding")
         return 0
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,20 +356,23 @@ def main():
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "blockmm-fuzz-python-findings"))
     parser.add_argument("--case", type=int, help="run case N alone (the number a finding names) and stop")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(BUILD, "python"))
     if args.worker or args.case is not None:
         try:
-            return worker(args.seconds, args.seed, sys.stderr if args.worker else open(os.devnull, "w"), args.case)
+            return worker(args.seconds, args.seed, sys.stderr if args.worker else open(os.devnull, "w"), args.case,
+                          args.work)
         except Finding as finding:
             print(f"FINDING: {finding}", file=sys.stdout)
             sys.stdout.flush()
             return 1
-    # The parent: a worker process whose last reported case is kept if it fails in any way.
-    with tempfile.TemporaryFile("w+") as report:
+    # The parent: a worker process whose last reported case is kept if it fails in any way, and
+    # whose scratch folder goes however it ends.
+    with tempfile.TemporaryFile("w+") as report, tempfile.TemporaryDirectory(prefix="blockmm-fuzz-py-") as work:
         process = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--seconds", str(args.seconds),
-                                  "--seed", str(args.seed)], stderr=report, stdout=subprocess.PIPE, text=True,
-                                 timeout=args.seconds + 10 * CASE_SECONDS)
+                                  "--seed", str(args.seed), "--work", work], stderr=report, stdout=subprocess.PIPE,
+                                 text=True, timeout=args.seconds + 10 * CASE_SECONDS)
         report.seek(0)
         cases = [line for line in report.read().splitlines() if line.startswith("{")]
     print(process.stdout, end="")
