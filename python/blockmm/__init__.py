@@ -7,7 +7,8 @@ scipy.sparse.bsr_matrix, convert Matrix Market and scipy .npz files, draw block 
 """
 from . import spy  # noqa: F401  (blockmm.spy.draw)
 from ._version import __version__
-from .files import FormatError, read, read_bin, read_h5, write, write_bin, write_h5
+from .errors import FormatError
+from .files import read, read_bin, read_h5, write, write_bin, write_h5
 from .foreign import read_matrix_market, read_npz, to_bsr, write_matrix_market, write_npz
 
 __all__ = ["__version__", "spy", "FormatError", "read", "read_bin", "read_h5", "write", "write_bin", "write_h5",

@@ -1,115 +1,107 @@
 """The Python tools' entry points: blockmm-import (Matrix Market / .npz -> blockmm file),
 blockmm-export (blockmm file -> Matrix Market / .npz) and blockmm-spy (block pattern PNG).
 Failures are one line on stderr, "<tool>: error: <file>: <what>", with blockmm's exit codes:
-2 usage, 3 bad input, 4 output failure, 1 anything else.
+2 usage, 3 bad input, 4 output failure, 5 out of memory, 1 anything else. Inputs are read
+through the package's validating readers, outputs written through atomic_output.py.
 """
 import argparse
 import os
-import sys
 
 from ._version import __version__
-from .files import FormatError
+from .errors import (BAD_INPUT, OTHER, OUT_OF_MEMORY, OUTPUT_FAILURE, USAGE, FormatError, OutputError,
+                     UsageError, say)
 from .tool_parser import ToolParser
 
-USAGE, BAD_INPUT, OUTPUT_FAILURE, OTHER = 2, 3, 4, 1
-
-
-class UsageError(Exception):
-    pass
-
-
-class OutputError(Exception):
-    pass
+EXIT_CODES = "Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output failure, 5 out of memory."
+ENVIRONMENT = ("Environment: BLOCKMM_LIBRARY_TIMEOUT=S (seconds libhdf5 may take on a file's structure before the "
+               "file counts as corrupt, default 60); BLOCKMM_PROGRESS_INTERVAL=S (seconds between progress lines in "
+               "logs, default 5).")
 
 
 def _parser(tool, description, operands="IN OUT"):
-    parser = ToolParser(tool, operands, description=description,
-                        epilog="Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output failure, "
-                               "5 out of memory.")
+    parser = ToolParser(tool, operands, description=description, epilog=f"{EXIT_CODES} {ENVIRONMENT}")
     parser.add_argument("--version", action="version", version=f"{tool} {__version__}")
     return parser
 
 
 def _run(tool, body):
+    from .atomic_output import install_cleanup_handlers
+
+    install_cleanup_handlers()
     try:
         return body()
     except UsageError as error:
-        print(f"{tool}: error: {error} (see {tool} --help)", file=sys.stderr)
+        say(f"{tool}: error: {error} (see {tool} --help)")
         return USAGE
     except FormatError as error:
-        print(f"{tool}: error: {error}", file=sys.stderr)
+        say(f"{tool}: error: {error}")
         return BAD_INPUT
     except OutputError as error:
-        print(f"{tool}: error: {error}", file=sys.stderr)
+        say(f"{tool}: error: {error}")
         return OUTPUT_FAILURE
     except MemoryError:
-        print(f"{tool}: error: out of memory", file=sys.stderr)
-        return 5
-    except KeyboardInterrupt:
-        return 130
+        say(f"{tool}: error: out of memory")
+        return OUT_OF_MEMORY
     except Exception as error:  # a bug or an unforeseen library failure: still one line
-        print(f"{tool}: error: {type(error).__name__}: {error}", file=sys.stderr)
+        say(f"{tool}: error: {type(error).__name__}: {error}")
         return OTHER
 
 
-def _input_kind(path):
-    from .foreign import kind_of
+def _open_input(path):
+    from .input_file import InputFile
 
+    return InputFile(path)
+
+
+def _check_not_an_input(tool, output, infile):
+    """blockmm never writes over its inputs (src/io/atomic_output.cpp check_not_an_input)."""
     try:
-        if os.path.isdir(path):
-            raise FormatError(f"{path}: is a directory")
-        return kind_of(path)
-    except OSError as error:
-        raise FormatError(f"{path}: cannot open: {error.strerror}") from None
+        out, given = os.stat(output), os.fstat(infile.fd)
+    except OSError:
+        return
+    if (out.st_dev, out.st_ino) == (given.st_dev, given.st_ino):
+        raise UsageError(f"{output}: the output is the input {infile.path} (the same file); {tool} never writes over "
+                         f"its inputs")
 
 
-def _write(path, write):
-    """Runs a writer, reporting OS failures as output errors naming the file."""
-    try:
-        write()
-    except OSError as error:
-        raise OutputError(f"{path}: cannot write: {error.strerror or error}") from None
+def _write(tool, path, write):
+    from .atomic_output import write_atomically
+
+    write_atomically(path, write, tool)
 
 
-def _load_foreign(tool, path, kind, block_size, pad, values):
-    from . import foreign
-    from .files import WIDTHS
+def _load_foreign(tool, infile, kind, block_size, pad, values):
+    """A Matrix Market or .npz input -> Blocks (blocks.py) for blockmm."""
+    from . import matrix_market, npz_format
+    from .blocks import WIDTHS, blocks_from_entries, check_block_size
     import numpy as np
 
     if block_size is None:
-        raise UsageError(f"{path} is a {'Matrix Market' if kind == 'mtx' else '.npz'} file: "
+        raise UsageError(f"{infile.path} is a {'Matrix Market' if kind == 'mtx' else '.npz'} file: "
                          f"--block-size M is required")
-    def read(high):
-        return foreign.read_matrix_market(path, high) if kind == "mtx" else foreign.read_npz(path, high)
-
+    check_block_size(block_size)
+    high = int(np.iinfo(WIDTHS[values]).max)
+    reader = matrix_market.read_matrix_market if kind == "mtx" else npz_format.read_npz
     try:
-        coo = read(int(np.iinfo(WIDTHS[values]).max))
+        shape, rows, cols, data = reader(infile, high)
     except FormatError as error:
         # Values above 65535 that fit uint32: most likely a product, which --values u32 takes.
-        if values == "u16" and tool == "blockmm-import":
-            try:
-                read(int(np.iinfo(np.uint32).max))
-            except FormatError:
-                raise error from None
+        if values == "u16" and tool == "blockmm-import" and "[0, 65535]" in str(error):
             raise FormatError(f"{error}; a product (uint32 values)? import it with --values u32") from None
         raise
-    try:
-        return foreign.to_bsr(coo, block_size, pad=pad, path=path, values=values)
-    except ValueError as error:
-        if isinstance(error, FormatError):
-            raise
-        raise UsageError(str(error)) from None
+    return blocks_from_entries(infile.path, shape, rows, cols, data, block_size, pad, values,
+                               warn=lambda line: say(f"{tool}: {line}"))
 
 
 def import_main(argv=None):
     tool = "blockmm-import"
     parser = _parser(tool, "Convert a Matrix Market (.mtx: coordinate; integer, real with integral values, or "
-                           "pattern; general or symmetric) or scipy.sparse .npz file (csr, csc, coo, bsr, ...) "
+                           "pattern; general or symmetric) or scipy.sparse .npz file (csr, csc, coo, bsr, dia) "
                            "into a blockmm input: COL380 binary, or HDF5 (BSR) when OUT ends in .h5/.hdf5. The "
-                           "input kind is told from the file's signature.")
+                           "input kind is told from the file's contents. Repeated entries are summed.")
     parser.add_argument("input", metavar="IN", help="Matrix Market or .npz file")
     parser.add_argument("output", metavar="OUT", help="blockmm file to write")
-    parser.add_argument("--block-size", "-m", "--m", type=int, required=True, metavar="M", help="block order m")
+    parser.add_argument("--block-size", "-m", "--m", type=int, required=True, metavar="M", help="block order m, 1 to 46340")
     parser.add_argument("--pad", action="store_true",
                         help="pad n with zero rows and columns up to a multiple of M (and a rectangular matrix to "
                              "square); without it such a matrix is refused")
@@ -121,17 +113,25 @@ def import_main(argv=None):
     args = parser.parse_args(argv)
 
     def body():
-        from . import files
+        from .binary_format import write_binary
+        from .blocks import check_block_size
+        from .hdf5_writer import write_hdf5
 
-        if args.block_size <= 0:
-            raise UsageError(f"--block-size {args.block_size} must be positive")
+        check_block_size(args.block_size)
         fmt = _output_format(args.output, args.to, ("bin", "h5"), tool)
-        kind = _input_kind(args.input)
-        if kind in ("bin", "h5"):
-            raise FormatError(f"{args.input}: not a Matrix Market or .npz file (it is no Matrix Market text and no "
-                              f"zip archive); blockmm reads blockmm files directly, blockmm-convert converts them")
-        bsr = _load_foreign(tool, args.input, kind, args.block_size, args.pad, args.values)
-        _write(args.output, lambda: files.write(args.output, bsr, values=args.values, fmt=fmt))
+        with _open_input(args.input) as infile:
+            kind = infile.kind()
+            if kind in ("bin", "h5"):
+                raise FormatError(f"{args.input}: not a Matrix Market or .npz file (it is no Matrix Market text and "
+                                  f"no zip archive); blockmm reads blockmm files directly, blockmm-convert converts "
+                                  f"them")
+            _check_not_an_input(tool, args.output, infile)
+            blocks = _load_foreign(tool, infile, kind, args.block_size, args.pad, args.values)
+
+        def write(output):
+            (write_binary if fmt == "bin" else write_hdf5)(output.fd, blocks)
+
+        _write(tool, args.output, write)
         return 0
 
     return _run(tool, body)
@@ -159,31 +159,69 @@ def _output_format(path, requested, allowed, tool):
 def export_main(argv=None):
     tool = "blockmm-export"
     parser = _parser(tool, "Convert a blockmm file (COL380 binary or HDF5, input or product, told apart by the "
-                           "signature) into Matrix Market (coordinate integer general, non-zero entries) or a "
-                           "scipy.sparse .npz (load it with scipy.sparse.load_npz).")
+                           "contents) into Matrix Market (coordinate integer general, non-zero entries) or a "
+                           "scipy.sparse .npz (load it with scipy.sparse.load_npz). The input is read a piece at a "
+                           "time, in several passes: memory follows a piece (csc: the output's arrays), not the "
+                           "matrix; long exports show their progress on stderr.")
     parser.add_argument("input", metavar="IN", help="blockmm file (binary or HDF5)")
     parser.add_argument("output", metavar="OUT", help="file to write (.mtx or .npz)")
     parser.add_argument("--to", choices=["auto", "mtx", "npz"], default="auto",
                         help="output format (auto: from OUT's extension)")
     parser.add_argument("--sparse-format", choices=["csr", "csc", "coo", "bsr"], default="csr",
                         help="scipy format stored in the .npz (bsr keeps blockmm's blocks)")
+    parser.add_argument("--compress", action="store_true",
+                        help=".npz: deflate the arrays (zlib level 1; smaller, several times slower). Default: "
+                             "stored uncompressed, written at the speed of the disk")
+    parser.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto",
+                        help="auto (default): a line redrawn on a terminal, plain lines in logs and pipes")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display (--progress none)")
     args = parser.parse_args(argv)
 
     def body():
-        from . import files, foreign
+        from . import matrix_market, npz_format
+        from .errors import escape_controls
+        from .files import open_block_file
+        from .progress import CountedSource, Progress, progress_interval
 
         fmt = _output_format(args.output, args.to, ("mtx", "npz"), tool)
-        kind = _input_kind(args.input)
-        if kind in ("mtx", "npz"):
-            raise FormatError(f"{args.input}: already a {'Matrix Market' if kind == 'mtx' else '.npz'} file; "
-                              f"blockmm-export reads blockmm files")
-        bsr = files.read(args.input)
-        if fmt == "mtx":
-            comment = f" blockmm {__version__}: {os.path.basename(args.input)}, n = {bsr.shape[0]}, " \
-                      f"m = {bsr.blocksize[0]}"
-            _write(args.output, lambda: foreign.write_matrix_market(args.output, bsr, comment=comment))
-        else:
-            _write(args.output, lambda: foreign.write_npz(args.output, bsr, args.sparse_format))
+        if args.compress and fmt != "npz":
+            raise UsageError("--compress applies to .npz output")
+        style = "none" if args.quiet else args.progress
+        interval = progress_interval() if style != "none" else 5.0
+        infile = _open_input(args.input)
+        try:
+            kind = infile.kind()
+            if kind in ("mtx", "npz"):
+                raise FormatError(f"{args.input}: already a {'Matrix Market' if kind == 'mtx' else '.npz'} file; "
+                                  f"blockmm-export reads blockmm files")
+            _check_not_an_input(tool, args.output, infile)
+        except BaseException:
+            infile.close()
+            raise
+        source = open_block_file(infile)
+        try:
+            known = getattr(source, "nonzero_counts", None) is not None
+            passes = (1 if known else 2) if fmt == "mtx" else npz_format.passes(args.sparse_format, args.compress,
+                                                                                    known)
+            progress = Progress(tool, f"writing {escape_controls(args.output)}", passes * source.nnzb, style,
+                                interval=interval)
+            counted = CountedSource(source, progress)
+
+            def write(output):
+                with output.handle() as handle:
+                    if fmt == "mtx":
+                        comment = f" blockmm {__version__}: {os.path.basename(args.input)}, n = {source.n}, " \
+                                  f"m = {source.m}"
+                        matrix_market.write_matrix_market(handle, counted, comment=comment)
+                    else:
+                        npz_format.write_npz(handle, counted, args.sparse_format, compress=args.compress)
+
+            try:
+                _write(tool, args.output, write)
+            finally:
+                progress.finish()
+        finally:
+            source.close()
         return 0
 
     return _run(tool, body)
@@ -197,26 +235,46 @@ def spy_main(argv=None):
     parser.add_argument("input", metavar="IN", help="blockmm file, or Matrix Market / .npz with --block-size")
     parser.add_argument("output", metavar="OUT.png", help="PNG to write")
     parser.add_argument("--cells", type=int, default=512,
-                        help="at most this many cells a side (default 512); bigger grids group blocks")
+                        help="at most this many cells a side (default 512, at most 4096); bigger grids group blocks")
     parser.add_argument("--block-size", "-m", "--m", type=int, metavar="M", help="block order for .mtx/.npz inputs")
     parser.add_argument("--pad", action="store_true", help="as blockmm-import --pad")
     args = parser.parse_args(argv)
 
     def body():
-        from . import files, spy
+        from . import spy
+        from .errors import escape_controls
+        from .files import open_block_file
 
-        if args.cells <= 0:
-            raise UsageError(f"--cells {args.cells} must be positive")
+        if not 0 < args.cells <= 4096:
+            raise UsageError(f"--cells {args.cells} must lie in [1, 4096]")
         if not args.output.lower().endswith(".png"):
             raise UsageError(f"{args.output}: blockmm-spy writes PNG files; name it .png")
-        kind = _input_kind(args.input)
-        if kind in ("mtx", "npz"):
-            bsr = _load_foreign(tool, args.input, kind, args.block_size, args.pad, "u32")
-        else:
-            bsr = files.read(args.input)
-        title = os.path.basename(args.input)
-        _write(args.output, lambda: files._atomic_write(
-            args.output, lambda temporary: spy.draw(bsr, temporary, cells=args.cells, title_name=title)))
+        infile = _open_input(args.input)
+        try:
+            kind = infile.kind()
+            _check_not_an_input(tool, args.output, infile)
+            if kind in ("mtx", "npz"):
+                with infile:
+                    matrix = _load_foreign(tool, infile, kind, args.block_size, args.pad, "u32")
+                counted = spy.block_counts(matrix, args.cells)
+            else:
+                matrix = open_block_file(infile)
+                try:
+                    counted = spy.block_counts(matrix, args.cells)
+                finally:
+                    matrix.close()
+        except BaseException:
+            infile.close()
+            raise
+        # The name as text matplotlib draws: undecodable bytes and controls as \xHH, no mathtext ($).
+        title = escape_controls(os.path.basename(args.input).encode("utf-8", "surrogateescape")
+                                .decode("utf-8", "backslashreplace")).replace("$", r"\$")
+
+        def write(output):
+            with output.handle() as handle:
+                spy.draw(matrix, handle, cells=args.cells, title_name=title, counted=counted)
+
+        _write(tool, args.output, write)
         return 0
 
     return _run(tool, body)

@@ -6,18 +6,31 @@ in block indices; the title gives n, m and nnzb. Drawn by matplotlib (Agg, no di
 import numpy as np
 
 
-def block_counts(bsr, cells):
-    """(counts[cells_r, cells_c], blocks per cell side) of a square bsr_matrix's non-zero blocks."""
-    n = bsr.shape[0]
-    m = bsr.blocksize[0]
-    p = n // m
-    side = max(1, -(-p // cells))  # block-rows (and block-columns) per cell
-    grid = -(-p // side)
-    nonzero = bsr.data.reshape(len(bsr.indices), m * m).any(axis=1)
-    rows = np.repeat(np.arange(p, dtype=np.int64), np.diff(bsr.indptr))[nonzero]
-    cols = bsr.indices.astype(np.int64)[nonzero]
-    counts = np.bincount((rows // side) * grid + cols // side, minlength=grid * grid).reshape(grid, grid)
-    return counts, side
+def grid_of(p, cells):
+    """(block-rows a cell side holds, cells a side) for p block-rows in at most `cells` cells."""
+    side = max(1, -(-p // cells))
+    return side, -(-p // side)
+
+
+def block_counts(matrix, cells):
+    """(counts[cells_r, cells_c], blocks per cell side) of a matrix's non-zero blocks: a square
+    bsr_matrix, or a block source (blocks.py), read a piece at a time (memory by the cells)."""
+    import scipy.sparse as sp
+
+    n = matrix.shape[0] if sp.issparse(matrix) else matrix.n
+    m = matrix.blocksize[0] if sp.issparse(matrix) else matrix.m
+    side, grid = grid_of(n // m, cells)
+    counts = np.zeros(grid * grid, dtype=np.int64)
+    if sp.issparse(matrix):
+        rows = np.repeat(np.arange(n // m, dtype=np.int64), np.diff(matrix.indptr))
+        pieces = [(rows, matrix.indices.astype(np.int64), matrix.data)]
+    else:
+        pieces = matrix.pieces()
+    for rows, cols, values in pieces:
+        nonzero = values.reshape(len(rows), m * m).any(axis=1)
+        cells_hit = (rows[nonzero] // side) * grid + cols[nonzero] // side
+        counts += np.bincount(cells_hit, minlength=grid * grid)
+    return counts.reshape(grid, grid), side
 
 
 class Picture:
@@ -35,17 +48,21 @@ class Picture:
 AXES_BOX = (0.15, 0.1, 0.65, 0.78)  # left, bottom, width, height of the picture in the figure
 
 
-def draw(bsr, target, cells=512, title_name="", dpi=100):
-    """Writes the PNG `target` (a path or a file object) and returns a Picture. The figure is at
-    least 700 x 600 pixels and large enough that every cell covers at least one pixel."""
+def draw(matrix, target, cells=512, title_name="", dpi=100, counted=None):
+    """Writes the PNG `target` (a path or a file object) of a bsr_matrix or a block source and
+    returns a Picture. The figure is at least 700 x 600 pixels and large enough that every cell
+    covers at least one pixel. `counted`: block_counts(matrix, cells), when already made."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.colors as colors
     import matplotlib.pyplot as plt
 
-    counts, side = block_counts(bsr, cells)
-    n, m = bsr.shape[0], bsr.blocksize[0]
+    import scipy.sparse as sp
+
+    counts, side = counted or block_counts(matrix, cells)
+    n = matrix.shape[0] if sp.issparse(matrix) else matrix.n
+    m = matrix.blocksize[0] if sp.issparse(matrix) else matrix.m
     p = n // m
     nnzb = int(counts.sum())
     grid = counts.shape[0]
@@ -76,7 +93,7 @@ def draw(bsr, target, cells=512, title_name="", dpi=100):
         bar.minorticks_off()
         bar.set_ticks(ticks)
         bar.set_ticklabels([str(t) for t in ticks])
-        figure.savefig(target, format="png", dpi=dpi)
+        figure.savefig(target, format="png", dpi=dpi)  # a file object: the output's own descriptor
         width, height = figure.canvas.get_width_height()
         transform = axes.transData
 

@@ -7,110 +7,18 @@ here from the matrix as generated, never from blockmm's own readers alone.
 
 usage: formats_test.py [unittest args]   (BLOCKMM_BUILD_DIR names the build tree)
 """
-import contextlib
-import io
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import unittest
 
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-BUILD = os.environ.get("BLOCKMM_BUILD_DIR") or sys.exit("BLOCKMM_BUILD_DIR is not set")
-sys.path.insert(0, os.path.join(BUILD, "python"))
-import blockmm  # noqa: E402  (the package as built)
-import blockmm.cli  # noqa: E402
-
-SATURATED = 2**32 - 1
-TOOLS = ["blockmm", "blockmm-gen", "blockmm-cmp", "blockmm-info", "blockmm-convert", "blockmm-import",
-         "blockmm-export", "blockmm-spy"]
-
-
-PYTHON_TOOLS = {"blockmm-import": "import_main", "blockmm-export": "export_main", "blockmm-spy": "spy_main"}
-
-
-def tool(name, *args, check=None, in_process=True):
-    """Runs a tool of the build tree; returns an object with returncode, stdout and stderr;
-    check=rc asserts the code. The Python tools run in this process by default (their entry
-    point, as the wrapper script calls it: a process start costs scipy's import each time);
-    Versions and the README recipe run the wrapper scripts themselves."""
-    if name in PYTHON_TOOLS and in_process:
-        run = subprocess.CompletedProcess([name, *args], None, "", "")
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                run.returncode = getattr(blockmm.cli, PYTHON_TOOLS[name])([str(a) for a in args])
-            except SystemExit as exit:  # argparse: usage errors, --help
-                run.returncode = exit.code if isinstance(exit.code, int) else 1
-        run.stdout, run.stderr = out.getvalue(), err.getvalue()
-    else:
-        env = dict(os.environ, BLOCKMM_MPI="0")
-        run = subprocess.run([os.path.join(BUILD, name), *map(str, args)], capture_output=True, text=True,
-                             timeout=120, env=env)
-    if check is not None and run.returncode != check:
-        raise AssertionError(f"{name} {' '.join(map(str, args))}: exit {run.returncode}, expected {check}\n"
-                             f"stdout: {run.stdout}\nstderr: {run.stderr}")
-    return run
-
-
-def random_dense(rng, n, density, high, low=1):
-    """A dense int64 matrix with about density * n^2 entries in [low, high] (zeros elsewhere)."""
-    dense = np.zeros((n, n), dtype=np.int64)
-    mask = rng.random((n, n)) < density
-    dense[mask] = rng.integers(low, high + 1, size=int(mask.sum()))
-    return dense
-
-
-def dense_product(a, b):
-    """Exact min(A @ B, 2^32 - 1) with Python integers (object arrays: no overflow anywhere)."""
-    exact = a.astype(object) @ b.astype(object)
-    return np.vectorize(lambda v: min(int(v), SATURATED), otypes=[np.int64])(exact)
-
-
-def dense_of_binary(path):
-    """Parses a COL380 file with numpy alone (not the blockmm package) into a dense int64 matrix."""
-    raw = np.fromfile(path, dtype=np.uint8)
-    n, m, k = (int(x) for x in raw[:12].view("<i4"))
-    width = (len(raw) - 12 - 8 * k) // (k * m * m) if k else 2
-    records = raw[12:].view(np.dtype([("i", "<i4"), ("j", "<i4"), ("v", f"<u{width}", (m, m))]))
-    assert len(records) == k
-    out = np.zeros((n, n), dtype=np.int64)
-    for r in records:
-        out[r["i"] * m:(r["i"] + 1) * m, r["j"] * m:(r["j"] + 1) * m] = r["v"]
-    return out, m, width
-
-
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def write_bytes(path, data):
-    with open(path, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-
-
-class Work(unittest.TestCase):
-    def setUp(self):
-        self._dir = tempfile.TemporaryDirectory(prefix="blockmm-formats-")
-        self.dir = self._dir.name
-
-    def tearDown(self):
-        self._dir.cleanup()
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def assert_dense_equal(self, got, expected, what=""):
-        self.assertEqual(got.shape, expected.shape, what)
-        diff = np.argwhere(got != expected)
-        if diff.size:
-            r, c = diff[0]
-            self.fail(f"{what}: {len(diff)} entries differ, first ({r}, {c}): got {got[r, c]}, expected {expected[r, c]}")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tool_support import (SATURATED, TOOLS, Work, blockmm, dense_of_binary, dense_product,  # noqa: E402
+                          random_dense, read_bytes, tool, write_bytes)
 
 
 class Versions(Work):
@@ -308,7 +216,7 @@ class ProductsOut(Work):
         write_bytes(self.path("short.bin"), b"\x01\x00")
         run = tool("blockmm-export", self.path("short.bin"), self.path("M.npz"))
         self.assertEqual(run.returncode, 3)
-        self.assertIn("too short", run.stderr)
+        self.assertIn("shorter than the 12-byte header", run.stderr)
         self.assertFalse(os.path.exists(self.path("M.npz")))
         run = tool("blockmm-export", self.path("A.bin"), os.path.join(self.dir, "no", "such", "dir.npz"))
         self.assertEqual(run.returncode, 4, run.stderr)
@@ -346,7 +254,7 @@ class PythonPackage(Work):
         for name, change, words in [("idx", lambda d: d.__setitem__(slice(12, 16), (7).to_bytes(4, "little")),
                                      "outside [0, 2)"),
                                     ("dup", lambda d: d.__setitem__(slice(12 + 16, 12 + 24), d[12:20]), "occurs twice"),
-                                    ("size", lambda d: d.extend(b"\0"), "fits neither"),
+                                    ("size", lambda d: d.extend(b"\0"), "1 trailing bytes"),
                                     ("nm", lambda d: d.__setitem__(slice(0, 4), (5).to_bytes(4, "little")),
                                      "not a multiple")]:
             with self.subTest(name=name):

@@ -1,0 +1,291 @@
+"""Outputs written as the C++ tools write theirs (src/io/atomic_output.cpp, docs/design.md
+departure 8): a temporary file beside the target, created with O_EXCL | O_NOFOLLOW and kept open
+until it is renamed over the target, every write going through that descriptor (never a name
+reopened: whoever can write the folder cannot redirect a write through a swapped-in link). All
+names are used relative to the folder's descriptor, opened once.
+
+- The temporary is `.<name>.blockmm-tmp.<host>.<pid>.XXXXXX`, the C++ tools' name, so that either
+  tool's next run on the same output removes what a SIGKILLed run left (a dead process of this
+  host, a regular file of this user), and says so.
+- It is created with mode 0666 and the umask (and default ACLs) applied by the kernel, kept 0600
+  while partial; at the commit it takes the existing target's mode, or the mode it was created
+  with: a new output is 0644 under umask 022, as the C++ tools' outputs are.
+- Before the rename the name must still be the file this run created (lstat against fstat);
+  otherwise nothing is renamed and the run fails (exit 4). The folder entry is synced after.
+- SIGINT, SIGTERM, SIGHUP and SIGQUIT remove the temporary (and end the reader processes of
+  guarded_reader.py) before the signal takes its default course; SIGXFSZ is ignored so that a
+  file-size limit is an error (EFBIG, exit 4), not a silent death.
+- An existing read-only target is not replaced; a character device (/dev/null) is written in place.
+"""
+import os
+import secrets
+import signal
+import socket
+import stat
+
+from .errors import OutputError, UsageError, say
+
+MARKER = b".blockmm-tmp."
+RANDOM_CHARS = 6
+PID_DIGITS = 10
+NAME_MAX = 255
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+CLEANUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+_temporaries = {}  # id(output) -> AtomicOutput, removed by a signal
+_children = set()  # pids of reader processes, ended by a signal
+
+
+def register_child(pid):
+    _children.add(pid)
+
+
+def unregister_child(pid):
+    _children.discard(pid)
+
+
+def _remove_and_reraise(number, frame):
+    for pid in list(_children):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for output in list(_temporaries.values()):
+        output.abandon()
+    signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
+
+
+def install_cleanup_handlers():
+    """For the tools (a library leaves the process's signals alone): temporaries go on a signal.
+    A signal the tool was started with ignored stays ignored (`nohup` must keep working)."""
+    for number in CLEANUP_SIGNALS:
+        if signal.getsignal(number) != signal.SIG_IGN:
+            signal.signal(number, _remove_and_reraise)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def _host_tag():
+    name = socket.gethostname().split(".")[0][:32]
+    tag = "".join(c if c.isascii() and (c.isalnum() or c == "-") else "_" for c in name)
+    return tag.encode("ascii") or b"localhost"
+
+
+def _fnv1a(data):
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def name_prefix(base, host):
+    """b"." + base + b".blockmm-tmp." + host + b".", the base shortened with a hash of the whole where
+    the temporary name would pass NAME_MAX (the C++ rule, byte for byte)."""
+    fixed = 1 + len(MARKER) + len(host) + 1 + PID_DIGITS + 1 + RANDOM_CHARS
+    shown = base
+    if fixed + len(base) > NAME_MAX:
+        shown = base[:NAME_MAX - fixed - 17] + b"~%016x" % _fnv1a(base)
+    return b"." + shown + MARKER + host + b"."
+
+
+class AtomicOutput:
+    """with AtomicOutput(target, tool) as out: write through out.fd (or out.handle()), then
+    out.commit(); leaving the block without a commit removes the temporary."""
+
+    def __init__(self, target, tool="blockmm"):
+        self.target, self.tool = os.fspath(target), tool
+        self.fd = self.dir_fd = -1
+        self.done = False
+        self.in_place = False
+        if not self.target or self.target.endswith("/"):
+            raise UsageError(f"output path '{self.target}' names no file")
+        try:
+            st = os.stat(self.target)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISCHR(st.st_mode):
+            self.in_place = True
+            self.fd = self._open_device()
+            return
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"{self.target}: is a directory")
+        directory, base = os.path.split(self.target)
+        self.directory = directory or "."
+        self.base = os.fsencode(base)
+        try:
+            self.dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            raise OutputError(f"{self.target}: cannot create a temporary file in {self.directory}: "
+                              f"{error.strerror}") from None
+        try:
+            if self._read_only():
+                raise OutputError(f"{self.target}: the existing output is read-only; {tool} does not replace it (make "
+                                  f"it writable or remove it first)")
+            prefix = name_prefix(self.base, _host_tag())
+            self._remove_stale(prefix)
+            self._create(prefix + str(os.getpid()).encode() + b".")
+        except BaseException:
+            self.abandon()
+            raise
+
+    def _open_device(self):
+        try:
+            return os.open(self.target, os.O_WRONLY | os.O_CLOEXEC)
+        except OSError as error:
+            raise OutputError(f"{self.target}: cannot open: {error.strerror}") from None
+
+    def _read_only(self):
+        try:
+            st = os.stat(self.base, dir_fd=self.dir_fd)
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        return (st.st_mode & 0o222) == 0 or not os.access(self.base, os.W_OK, dir_fd=self.dir_fd,
+                                                          effective_ids=os.access in os.supports_effective_ids)
+
+    def _remove_stale(self, prefix):
+        """Temporaries of this target left on this host by processes that no longer exist."""
+        try:
+            names = os.listdir(self.dir_fd)
+        except OSError:
+            return  # the creation reports an unusable folder
+        for name in map(os.fsencode, names):
+            if not name.startswith(prefix):
+                continue
+            pid, dot, rest = name[len(prefix):].partition(b".")
+            if not dot or not pid.isdigit() or len(pid) > PID_DIGITS or len(rest) != RANDOM_CHARS:
+                continue
+            if int(pid) <= 0 or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+                continue  # alive
+            except ProcessLookupError:
+                pass
+            except OSError:
+                continue  # not ours to know
+            try:
+                st = os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                    continue
+                os.unlink(name, dir_fd=self.dir_fd)
+            except OSError:
+                continue
+            shown = os.path.join(self.directory, os.fsdecode(name))
+            say(f"{self.tool}: note: removed {shown}, the temporary output of a run (process {int(pid)}) that no "
+                f"longer exists")
+
+    def _create(self, prefix):
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        # No signal between the creation and the registration: a temporary is always removable.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CLEANUP_SIGNALS)
+        try:
+            for attempt in range(101):
+                self.name = prefix + "".join(secrets.choice(ALPHABET) for _ in range(RANDOM_CHARS)).encode()
+                try:
+                    self.fd = os.open(self.name, flags, 0o666, dir_fd=self.dir_fd)
+                    break
+                except FileExistsError:
+                    if attempt == 100:
+                        raise
+            _temporaries[id(self)] = self
+        except OSError as error:
+            raise OutputError(f"{self.target}: cannot create a temporary file in {self.directory}: "
+                              f"{error.strerror}") from None
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        made = os.fstat(self.fd)
+        self.created_mode = made.st_mode & 0o7777
+        self.identity = (made.st_dev, made.st_ino)
+        try:
+            os.fchmod(self.fd, 0o600)  # private while partial; the final mode is set at the commit
+        except OSError as error:
+            raise OutputError(f"{self.target}: cannot prepare the temporary file {self.temporary}: "
+                              f"{error.strerror}") from None
+
+    @property
+    def temporary(self):
+        return os.path.join(self.directory, os.fsdecode(self.name))
+
+    def handle(self):
+        """A buffered binary file object on the descriptor (closing it leaves the descriptor open)."""
+        return os.fdopen(self.fd, "wb" if self.in_place else "r+b", closefd=False)
+
+    def _ours(self):
+        try:
+            named = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        return stat.S_ISREG(named.st_mode) and (named.st_dev, named.st_ino) == self.identity
+
+    def commit(self):
+        if self.in_place:
+            self._close()
+            return
+        try:
+            os.fsync(self.fd)
+        except OSError as error:
+            raise OutputError(f"{self.target}: cannot write: {error.strerror}") from None
+        if not self._ours():
+            raise OutputError(f"{self.target}: the temporary file {self.temporary} was replaced or removed by someone "
+                              f"else while {self.tool} ran; the output was not written")
+        try:
+            old = os.stat(self.base, dir_fd=self.dir_fd)
+            mode = old.st_mode & 0o7777 if stat.S_ISREG(old.st_mode) else self.created_mode
+        except OSError:
+            mode = self.created_mode
+        try:
+            os.fchmod(self.fd, mode)
+            os.rename(self.name, self.base, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+        except OSError as error:
+            raise OutputError(f"{self.target}: cannot rename the temporary file {self.temporary} into place: "
+                              f"{error.strerror}") from None
+        _temporaries.pop(id(self), None)
+        try:
+            os.fsync(self.dir_fd)  # the rename itself must survive a crash
+        except OSError:
+            pass
+        self._close()
+
+    def abandon(self):
+        """Removes the temporary if it is still the file this run created (never someone's link)."""
+        if self.done:
+            return
+        _temporaries.pop(id(self), None)
+        if not self.in_place and self.fd >= 0 and self._ours():
+            try:
+                os.unlink(self.name, dir_fd=self.dir_fd)
+            except OSError:
+                pass
+        self._close()
+
+    def _close(self):
+        self.done = True
+        for attribute in ("fd", "dir_fd"):
+            fd = getattr(self, attribute)
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, attribute, -1)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self.abandon()
+        return False
+
+
+def write_atomically(target, write, tool=None):
+    """Runs write(output) for a new AtomicOutput of `target` and commits it; OS failures of the
+    writing become OutputError naming the target, and the temporary goes."""
+    tool = tool or "blockmm"
+    with AtomicOutput(target, tool) as output:
+        try:
+            write(output)
+        except OSError as error:
+            raise OutputError(f"{target}: cannot write: {error.strerror or error}") from None
+        output.commit()
