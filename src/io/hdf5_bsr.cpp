@@ -568,7 +568,10 @@ class Creator {
     Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     if (!plist.valid() || H5Pset_layout(plist.get(), H5D_CONTIGUOUS) < 0 ||
         H5Pset_alloc_time(plist.get(), H5D_ALLOC_TIME_EARLY) < 0 ||
-        H5Pset_fill_time(plist.get(), H5D_FILL_TIME_NEVER) < 0)
+        H5Pset_fill_time(plist.get(), H5D_FILL_TIME_NEVER) < 0 ||
+        // No modification times in the object headers: the same product gives the same bytes,
+        // whichever run or tool wrote it (blockmm-convert's join of a parted output included).
+        H5Pset_obj_track_times(plist.get(), 0) < 0)
       fail(std::string("cannot set the storage of /") + name);
     Handle set(H5Dcreate2(file_.get(), name, file_type, space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT), H5Dclose);
     if (!set.valid()) fail(std::string("cannot create the dataset /") + name);
