@@ -141,6 +141,11 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
   app.add_option("--format", options.format, "output format: auto (by extension) | bin | h5")
       ->check(CLI::IsMember({"auto", "bin", "h5"}))
       ->capture_default_str();
+  app.add_option("--parts", options.parts,
+                 "HDF5 output in part files beside OUT, written at once: auto (on tmpfs from 1 GiB), off, or a count "
+                 "(docs/output.md)")
+      ->option_text("auto|off|N")
+      ->capture_default_str();
   app.add_option("--threads", options.threads, "OpenMP threads per rank, at most 1024 (default: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
       ->check(CLI::NonNegativeNumber);
   std::string stats = "off";
@@ -182,6 +187,7 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
       options.progress_interval = seconds;
     }
     if (!budget.empty()) options.mem_budget = parse_size(budget);
+    (void)io::output_policy(1, options.parts);  // a bad --parts is a usage error before anything starts
     const std::string warning =
         io::output_name_warning(options.out_path, io::choose_output_format(options.out_path, options.format));
     if (!warning.empty() && print) std::cerr << "blockmm: warning: " << warning << "\n";

@@ -15,6 +15,7 @@ struct Options {
   std::string out_path;
   std::string backend = "auto";   // auto | cpu | cuda | reference
   std::string format = "auto";    // auto | bin | h5
+  std::string parts = "auto";     // auto | off | N: HDF5 output in part files (docs/output.md)
   int threads = 0;                // 0: OMP_NUM_THREADS, else cores shared among a node's ranks
   StatsMode stats = StatsMode::off;
   std::string stats_file;         // JSON stats also written here (by rank 0)

@@ -128,8 +128,8 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
   stats.threads = cores.threads;
   omp_set_num_threads(stats.threads);
   comm.run_phase([&] { start_thread_team(stats.threads); });
-  int write_threads = 0;  // 0: one pwrite stream (io/mapped_writer.hpp)
-  comm.run_phase([&] { write_threads = io::output_writer_threads(stats.threads); });
+  io::OutputPolicy output_policy;  // copying threads, huge folios, parts (io/product_writer.hpp)
+  comm.run_phase([&] { output_policy = io::output_policy(stats.threads, options.parts); });
   ProgressConfig progress_config = progress_config_for_stderr(options.quiet ? "none" : options.progress,
                                                               options.progress_interval);
   if (!comm.is_root()) progress_config.style = ProgressStyle::none;  // rank 0 speaks for the run
@@ -164,7 +164,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
   // The temporary output exists from here on, so that an unwritable target fails before the work.
   const io::OutputFormat format = io::choose_output_format(options.out_path, options.format);
   stats.output_format = format == io::OutputFormat::hdf5 ? "hdf5" : "binary";
-  std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(format, options.out_path, comm, write_threads);
+  std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(format, options.out_path, comm, output_policy);
   mine.read = clock.lap();
 
   if (stats.a_records == 0 || stats.b_records == 0) {

@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/fs.h>
 
 #include <cerrno>
 #include <climits>
@@ -12,17 +14,20 @@
 #include <cstring>
 #include <cstdlib>
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "core/error.hpp"
 #include "io/mapped_writer.hpp"
+#include "io/output_parts.hpp"
 
 namespace blockmm::io {
 namespace {
 
-// The temporary files a signal handler must remove: the product and the stats file. Plain arrays
-// and flags: the handler may only use async-signal-safe calls.
-constexpr int kCleanupSlots = 4;
+// The temporary files a signal handler must remove: the product, the stats file and a rank's part
+// files of a parted output (at most kMaxWriteThreads of them). Plain arrays and flags: the
+// handler may only use async-signal-safe calls.
+constexpr int kCleanupSlots = 4 + kMaxWriteThreads;
 char g_cleanup_path[kCleanupSlots][PATH_MAX];
 volatile std::sig_atomic_t g_cleanup_armed[kCleanupSlots] = {};
 
@@ -108,17 +113,19 @@ bool same_file(const struct stat& a, std::uint64_t device, std::uint64_t inode) 
   return static_cast<std::uint64_t>(a.st_dev) == device && static_cast<std::uint64_t>(a.st_ino) == inode;
 }
 
-// Removes this target's temporary files left on this host by runs whose process no longer exists
-// (killed with SIGKILL, or a node that rebooted), and says so on stderr. Files of live processes,
+// Removes temporary files left on this host by runs whose process no longer exists (killed with
+// SIGKILL, or a node that rebooted), and says so on stderr: those whose name `prefix_length`
+// recognises (the length of the name before "<pid>.<random>", else 0). Files of live processes,
 // of other hosts, not regular or not ours are left alone.
-void remove_stale_temporaries(const std::string& dir, const std::string& prefix) {
+void remove_stale_temporaries(const std::string& dir, const std::function<std::size_t(const std::string&)>& prefix_length) {
   DIR* listing = ::opendir(dir.c_str());
   if (listing == nullptr) return;  // the creation below reports an unusable directory
   const int dir_fd = ::dirfd(listing);
   while (const dirent* entry = ::readdir(listing)) {
     const std::string name = entry->d_name;
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string rest = name.substr(prefix.size());  // "<pid>.<random>"
+    const std::size_t prefix = prefix_length(name);
+    if (prefix == 0 || name.size() <= prefix) continue;
+    const std::string rest = name.substr(prefix);  // "<pid>.<random>"
     const std::size_t dot = rest.find('.');
     if (dot == 0 || dot == std::string::npos || dot > kPidDigits || rest.size() - dot - 1 != kRandomChars) continue;
     if (rest.find_first_not_of("0123456789") != dot) continue;
@@ -182,6 +189,8 @@ PathKey key_of(const std::string& path) {
 
 }  // namespace
 
+std::string temporary_host_tag() { return host_tag(); }
+
 std::string temporary_prefix(const std::string& target, const std::string& host, long pid) {
   return directory_of(target) + "/" + name_prefix(base_name(target), host) + std::to_string(pid) + ".";
 }
@@ -242,10 +251,15 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
                                    "or remove it first)");
       const std::string dir = directory_of(target);
       const std::string host = host_tag();
-      remove_stale_temporaries(dir, name_prefix(base_name(target), host));
-      const std::string prefix = temporary_prefix(target, host, static_cast<long>(::getpid()));
+      const std::string prefix = name_prefix(base_name(target), host);
+      remove_stale_temporaries(dir, [&](const std::string& name) {
+        // This target's temporaries, and those of its part files (output_parts.hpp).
+        if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0) return prefix.size();
+        return part_temporary_prefix_length(base_name(target), host, name);
+      });
+      const std::string own = temporary_prefix(target, host, static_cast<long>(::getpid()));
       for (int attempt = 0; fd_ < 0; ++attempt) {
-        temporary_ = prefix + random_suffix();
+        temporary_ = own + random_suffix();
         // The kernel applies the umask (and default ACLs) as for any new file: no process-wide umask() call.
         fd_ = ::open(temporary_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (fd_ < 0 && (errno != EEXIST || attempt >= 100))
@@ -262,9 +276,11 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
       if (::fchmod(fd_, 0600) != 0)
         throw OutputError(target + ": cannot prepare the temporary file " + temporary_ + ": " + errno_text(errno));
       identity = std::to_string(device_) + " " + std::to_string(inode_);
+      tmpfs_settings_ = io::tmpfs_huge_settings(fd_);
     });
     comm.broadcast(temporary_, 0);
     comm.broadcast(identity, 0);
+    comm.broadcast(tmpfs_settings_, 0);
   } catch (...) {
     abandon();  // no destructor runs for a constructor that throws
     throw;
@@ -292,8 +308,8 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer() const {
   return open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_);
 }
 
-std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, int threads) const {
-  if (in_place_ || threads <= 0 || writes_through_mpi_io(comm_) || output_map_disabled()) {
+std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, const WritePolicy& policy, bool hdf5) const {
+  if (in_place_ || writes_through_mpi_io(comm_) || output_map_disabled()) {
     std::unique_ptr<FileWriter> writer;
     comm_.run_phase([&] { writer = open_writer(); });
     return writer;
@@ -301,7 +317,7 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, int th
   // Rank 0 reserves (the file may already hold more: HDF5's metadata), every rank learns how much.
   std::string reserved = "0";
   comm_.run_phase([&] {
-    if (!comm_.is_root()) return;
+    if (!comm_.is_root() || !will_map(fd_, policy, hdf5)) return;
     struct stat st {};
     if (::fstat(fd_, &st) != 0)
       throw OutputError(target_ + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));
@@ -312,7 +328,7 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, int th
   const std::int64_t map_bytes = std::strtoll(reserved.c_str(), nullptr, 10);
   std::unique_ptr<FileWriter> writer;
   comm_.run_phase([&] {
-    writer = open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_, map_bytes, threads);
+    writer = open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_, map_bytes, policy, hdf5);
   });
   return writer;
 }
@@ -339,7 +355,15 @@ void AtomicOutput::set_size(std::int64_t bytes) const {
     throw OutputError(target_ + ": cannot set the size of " + temporary_ + ": " + errno_text(errno));
 }
 
-void AtomicOutput::commit() {
+void AtomicOutput::commit() { commit(CommitOptions{}); }
+
+unsigned AtomicOutput::final_mode() const {
+  // Never change an existing output's permissions: the new file takes the old one's.
+  struct stat old {};
+  return ::stat(target_.c_str(), &old) == 0 && S_ISREG(old.st_mode) ? (old.st_mode & 07777) : created_mode_;
+}
+
+void AtomicOutput::commit(const CommitOptions& options) {
   if (in_place_) {
     done_ = true;
     return;
@@ -348,26 +372,44 @@ void AtomicOutput::commit() {
   comm_.run_phase([&] {
     if (!comm_.is_root()) return;
     check_not_replaced();
-    // Never change an existing output's permissions: the new file takes the old one's.
-    struct stat old {};
-    const unsigned mode =
-        ::stat(target_.c_str(), &old) == 0 && S_ISREG(old.st_mode) ? (old.st_mode & 07777) : created_mode_;
+    const unsigned mode = options.mode >= 0 ? static_cast<unsigned>(options.mode) : final_mode();
     if (::fchmod(fd_, mode) != 0)
       throw OutputError(target_ + ": cannot set the permissions of " + temporary_ + ": " + errno_text(errno));
-    if (::rename(temporary_.c_str(), target_.c_str()) != 0)
-      throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " +
-                        errno_text(errno));
+    // The part files of a parted output this one replaces go with it (output_parts.hpp).
+    const std::vector<std::string> replaced_parts = options.replace ? parts_of_existing_output(target_)
+                                                                    : std::vector<std::string>{};
+    if (options.replace) {
+      if (::rename(temporary_.c_str(), target_.c_str()) != 0)
+        throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " +
+                          errno_text(errno));
+    } else {
+      rename_without_replacing();
+    }
     // The rename itself must survive a crash: sync the directory entry.
     const int dir = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
       ::fsync(dir);
       ::close(dir);
     }
+    remove_replaced_parts(target_, replaced_parts, options.kept_part_generation);
   });
   done_ = true;
   disarm_cleanup(cleanup_slot_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+// renameat2(RENAME_NOREPLACE) where the file system has it, else a hard link (which never
+// replaces either) and the temporary name removed.
+void AtomicOutput::rename_without_replacing() const {
+#if defined(SYS_renameat2) && defined(RENAME_NOREPLACE)
+  if (::syscall(SYS_renameat2, AT_FDCWD, temporary_.c_str(), AT_FDCWD, target_.c_str(), RENAME_NOREPLACE) == 0) return;
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+    throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " + errno_text(errno));
+#endif
+  if (::link(temporary_.c_str(), target_.c_str()) != 0)
+    throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " + errno_text(errno));
+  ::unlink(temporary_.c_str());
 }
 
 void AtomicOutput::abandon() noexcept {

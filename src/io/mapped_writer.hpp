@@ -15,21 +15,44 @@
 
 namespace blockmm::io {
 
-// Copying threads for a rank's output, 0 meaning one pwrite stream (no map). BLOCKMM_WRITE_THREADS
-// when set (1 to kMaxWriteThreads, else a UsageError): that many, mapped. Otherwise
-// min(rank_threads, 8) when that is at least kMinDefaultMapThreads, else 0: on the 2-core
-// development VM one pwrite stream wrote 1.6 GB into tmpfs at 2.3 GB/s (median of 5) and the map
-// at 1.5-1.6 with 1, 2 or 4 threads (a fresh page is cleared when first touched through a map,
-// never by pwrite); on the 16-core H200 node, 2 GB into tmpfs: pwrite 2.3 GB/s, the map 2.7-2.9
-// with 4-16 threads (the 5.3 was not reached), and to the local disk 1.9 against 1.3, so
-// by default the map serves binary output into tmpfs only (make_mapped_writer, make_product_writer).
+// Copying threads for a rank's output when it is mapped: BLOCKMM_WRITE_THREADS when set (1 to
+// kMaxWriteThreads, else a UsageError), else min(rank_threads, 8), at least 1.
 constexpr int kMaxWriteThreads = 64;
-constexpr int kMinDefaultMapThreads = 4;
 int output_writer_threads(int rank_threads);
 // Whether BLOCKMM_WRITE_THREADS asks for the map: then it is used on any file system and for
-// HDF5 too; by default only binary output into tmpfs is mapped (where it was measured faster).
+// HDF5 too.
 bool write_threads_forced();
+// BLOCKMM_HUGE_OUTPUT=0|1 (default 1): whether an output on tmpfs is put in 2 MiB folios
+// (MADV_COLLAPSE) before it is copied into; 0 keeps 4 KiB pages, for comparisons. Anything else
+// is a UsageError.
+bool huge_output_wanted();
+
+// The driver's WritePolicy (file_access.hpp), read once: BLOCKMM_WRITE_THREADS and BLOCKMM_HUGE_OUTPUT.
+WritePolicy write_policy_from_environment(int rank_threads);
+
+// Whether a file is written through shared maps (else one pwrite stream). By default only on
+// tmpfs: to the local disk one pwrite stream was faster (bench/NOTES.md item 10). On tmpfs where
+// the output goes into huge folios the map wins at any thread count (item 30); with 4 KiB pages
+// only binary output from 4 or more threads did (kMinDefaultMapThreads: on the 2-core VM one
+// pwrite stream wrote 2.3 GB/s, the map 1.5-1.6; HDF5 lost to pwrite through its staging copy).
+constexpr int kMinDefaultMapThreads = 4;
+struct MapChoice {
+  bool pwrite_forced = false;   // BLOCKMM_IO=pwrite
+  bool mappable = true;         // a regular file, not written through MPI-IO, its size reserved
+  bool threads_forced = false;
+  bool tmpfs = false;
+  bool huge = false;            // huge folios wanted and possible there (huge_folios_possible)
+  bool hdf5 = false;
+  int threads = 1;
+};
+bool maps_output(const MapChoice& choice);
 bool on_tmpfs(int fd);
+// Whether the kernel can put this file's pages in huge folios: a tmpfs, MADV_COLLAPSE and
+// MADV_POPULATE_WRITE known (Linux 6.1), and shmem_enabled not "deny".
+bool huge_folios_possible(int fd);
+// What decides huge pages for new tmpfs pages, for --stats: "shmem_enabled=never huge=never"
+// (the sysfs setting and the mount's huge= option); "" where `fd` is not on tmpfs.
+std::string tmpfs_huge_settings(int fd);
 
 // Reserves bytes [0, bytes) of the regular file `fd` (Linux fallocate, mode 0: the size grows to
 // `bytes` when smaller; contents already there stay). Returns false where the file system cannot
@@ -45,11 +68,14 @@ bool populate_reports_errors();
 
 // A writer of bytes [0, size) of `fd` (which it takes, open read-write, on a regular file whose
 // first `size` bytes are reserved): each write_at of 256 KiB or more maps its range MAP_SHARED,
-// copies into it with `threads` threads (the caller's counts as one) and unmaps it; smaller ones,
-// and a range that cannot be mapped, are pwrite(2). write_at is synchronous: when it returns the
-// bytes are in the file's pages (the source may be reused). Calls are serialised.
-// sync_and_close fsyncs and closes. Returns null (and takes nothing) where the file cannot be
-// mapped at all: the caller falls back to pwrite.
-std::unique_ptr<FileWriter> make_mapped_writer(int fd, std::int64_t size, int threads, const std::string& shown);
+// has its pages prepared (huge folios on tmpfs where `huge` and the kernel can) and copied into
+// by `threads` threads (the caller's counts as one), and unmaps it; write_fields scatters records
+// the same way; smaller writes, and a range that cannot be mapped, are pwrite(2). prepare_ahead
+// prepares the pages of ranges said ahead on threads of its own (tmpfs only). Writes are
+// synchronous: when they return the bytes are in the file's pages (the source may be reused).
+// Calls are serialised. sync_and_close fsyncs and closes. Returns null (and takes nothing) where
+// the file cannot be mapped at all: the caller falls back to pwrite.
+std::unique_ptr<FileWriter> make_mapped_writer(int fd, std::int64_t size, int threads, const std::string& shown,
+                                               bool huge = true);
 
 }  // namespace blockmm::io

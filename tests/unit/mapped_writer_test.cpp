@@ -3,7 +3,8 @@
 // ones split across threads, checked against an in-memory copy by reading the file back with
 // read(2)); the reservation fails with the file system's reason (a file-size limit: EFBIG, never
 // SIGXFSZ or a SIGBUS later); a file that cannot be mapped yields no writer; the thread count
-// follows BLOCKMM_WRITE_THREADS within its limits.
+// follows BLOCKMM_WRITE_THREADS within its limits; fields scattered into the map (an HDF5
+// output's) land where they say; on tmpfs the output goes into huge folios where the kernel can.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -225,16 +226,16 @@ TEST(MappedWriter, AnUnmappableFileGivesNoWriter) {
 TEST(MappedWriter, ThreadCountFollowsTheEnvironmentWithinLimits) {
   {
     EnvVar unset("BLOCKMM_WRITE_THREADS", nullptr);
-    // Below kMinDefaultMapThreads one pwrite stream (0) is faster than the map.
-    EXPECT_EQ(output_writer_threads(1), 0);
-    EXPECT_EQ(output_writer_threads(kMinDefaultMapThreads - 1), 0);
-    EXPECT_EQ(output_writer_threads(kMinDefaultMapThreads), kMinDefaultMapThreads);
+    EXPECT_EQ(output_writer_threads(1), 1);
+    EXPECT_EQ(output_writer_threads(kMinDefaultMapThreads - 1), kMinDefaultMapThreads - 1);
     EXPECT_EQ(output_writer_threads(64), 8);
-    EXPECT_EQ(output_writer_threads(0), 0);
+    EXPECT_EQ(output_writer_threads(0), 1);
+    EXPECT_FALSE(write_threads_forced());
   }
   {
     EnvVar set("BLOCKMM_WRITE_THREADS", "5");
     EXPECT_EQ(output_writer_threads(1), 5);
+    EXPECT_TRUE(write_threads_forced());
     EnvVar one("BLOCKMM_WRITE_THREADS", "1");  // asked for: one thread, mapped
     EXPECT_EQ(output_writer_threads(16), 1);
   }
@@ -243,6 +244,117 @@ TEST(MappedWriter, ThreadCountFollowsTheEnvironmentWithinLimits) {
     EnvVar set("BLOCKMM_WRITE_THREADS", bad);
     EXPECT_THROW(output_writer_threads(4), UsageError);
   }
+}
+
+TEST(MappedWriter, HugeOutputSettingIsZeroOrOne) {
+  {
+    EnvVar unset("BLOCKMM_HUGE_OUTPUT", nullptr);
+    EXPECT_TRUE(huge_output_wanted());
+  }
+  {
+    EnvVar off("BLOCKMM_HUGE_OUTPUT", "0");
+    EXPECT_FALSE(huge_output_wanted());
+    EXPECT_FALSE(write_policy_from_environment(4).huge);
+  }
+  for (const char* bad : {"2", "yes", "-1", " 1"}) {
+    SCOPED_TRACE(bad);
+    EnvVar set("BLOCKMM_HUGE_OUTPUT", bad);
+    EXPECT_THROW(huge_output_wanted(), UsageError);
+  }
+}
+
+// Where the output is mapped (else one pwrite stream): bench/NOTES.md items 10 and 30.
+TEST(MappedWriter, MapChoiceFollowsTheMeasurements) {
+  MapChoice c;
+  c.tmpfs = true;
+  c.threads = 1;
+  c.huge = true;
+  EXPECT_TRUE(maps_output(c)) << "tmpfs in huge folios: mapped at any thread count";
+  c.hdf5 = true;
+  EXPECT_TRUE(maps_output(c)) << "HDF5 too, its fields scattered without a staging copy";
+  c.huge = false;
+  EXPECT_FALSE(maps_output(c)) << "4 KiB pages: HDF5 through pwrite";
+  c.hdf5 = false;
+  EXPECT_FALSE(maps_output(c)) << "4 KiB pages, one thread: pwrite";
+  c.threads = kMinDefaultMapThreads;
+  EXPECT_TRUE(maps_output(c)) << "4 KiB pages, binary, enough threads: mapped";
+  c.tmpfs = false;
+  c.huge = false;
+  EXPECT_FALSE(maps_output(c)) << "the local disk: pwrite";
+  c.threads_forced = true;
+  EXPECT_TRUE(maps_output(c)) << "BLOCKMM_WRITE_THREADS: mapped anywhere";
+  c.pwrite_forced = true;
+  EXPECT_FALSE(maps_output(c)) << "BLOCKMM_IO=pwrite wins";
+  c.pwrite_forced = false;
+  c.mappable = false;
+  EXPECT_FALSE(maps_output(c)) << "not reserved, or MPI-IO";
+}
+
+// write_fields scatters each record's fields to their places (as an HDF5 output's block-columns
+// and values), in random pieces, through the map and through the staging path alike, with and
+// without huge folios and with pages prepared ahead; the file holds exactly what was written.
+TEST(MappedWriter, ScatteredFieldsLandExactlyWhereTheySay) {
+  std::mt19937_64 rng(4242);
+  std::vector<std::string> dirs{default_dir()};
+  if (is_tmpfs("/dev/shm") && !is_tmpfs(default_dir())) dirs.push_back("/dev/shm");
+  for (const std::string& dir : dirs)
+    for (const bool huge : {false, true})
+      for (const int threads : {1, 3}) {
+        SCOPED_TRACE(dir + (huge ? ", huge" : ", 4 KiB") + ", " + std::to_string(threads) + " threads");
+        const std::int64_t count = 50000, value_bytes = 100, stride = 8 + value_bytes;
+        const std::int64_t index_at = 1000, data_at = index_at + 4 * count + 17;
+        const std::int64_t size = data_at + value_bytes * count + 5;
+        TempFile file(dir);
+        ASSERT_TRUE(reserve_file_space(file.dup(), size, "C.h5", file.path()));
+        std::unique_ptr<FileWriter> writer = make_mapped_writer(file.dup(), size, threads, "C.h5", huge);
+        ASSERT_NE(writer, nullptr);
+        writer->prepare_ahead({{index_at, 4 * count}, {data_at, value_bytes * count}}, 2);
+        std::vector<unsigned char> expected(static_cast<std::size_t>(size), 0);
+        std::vector<unsigned char> records;
+        for (std::int64_t first = 0; first < count;) {
+          const std::int64_t n = std::min(count - first, std::uniform_int_distribution<std::int64_t>(1, 9000)(rng));
+          records.resize(static_cast<std::size_t>(n * stride));
+          for (unsigned char& c : records) c = static_cast<unsigned char>(rng());
+          const std::vector<FieldCopy> fields = {{4, 4, index_at + 4 * first}, {8, value_bytes, data_at + value_bytes * first}};
+          writer->write_fields(reinterpret_cast<const std::byte*>(records.data()), n, stride, fields);
+          for (std::int64_t t = 0; t < n; ++t) {
+            std::copy_n(records.begin() + t * stride + 4, 4, expected.begin() + index_at + 4 * (first + t));
+            std::copy_n(records.begin() + t * stride + 8, value_bytes, expected.begin() + data_at + value_bytes * (first + t));
+          }
+          first += n;
+        }
+        writer->sync_and_close();
+        const WriterReport report = writer->report();
+        writer.reset();
+        EXPECT_TRUE(file.contents() == expected) << "the file differs from the fields written";
+        EXPECT_TRUE(report.mapped);
+        if (!huge) EXPECT_EQ(report.huge_extents, 0);
+      }
+}
+
+// On tmpfs, where the kernel can (Linux 6.1), the written extents become huge folios, and the
+// bytes are the same (item 30).
+TEST(MappedWriter, TmpfsOutputGoesIntoHugeFolios) {
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "/dev/shm is not a tmpfs here";
+  TempFile file("/dev/shm");
+  if (!huge_folios_possible(file.dup())) GTEST_SKIP() << "no MADV_COLLAPSE here, or shmem_enabled = deny";
+  const std::int64_t size = std::int64_t{24} << 20;
+  ASSERT_TRUE(reserve_file_space(file.dup(), size, "C.bin", file.path()));
+  std::unique_ptr<FileWriter> writer = make_mapped_writer(file.dup(), size, 2, "C.bin", true);
+  ASSERT_NE(writer, nullptr);
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(size));
+  std::mt19937_64 rng(9);
+  for (unsigned char& c : bytes) c = static_cast<unsigned char>(rng());
+  writer->write_at(0, bytes.data(), size / 2 + 12345);
+  writer->write_at(size / 2 + 12345, bytes.data() + size / 2 + 12345, size - (size / 2 + 12345));
+  writer->sync_and_close();
+  const WriterReport report = writer->report();
+  writer.reset();
+  EXPECT_TRUE(file.contents() == bytes);
+  EXPECT_GT(report.huge_extents, 0) << report.small_extents << " extents stayed in 4 KiB pages";
+  const int dir = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  EXPECT_NE(tmpfs_huge_settings(dir).find("shmem_enabled="), std::string::npos);
+  ::close(dir);
 }
 
 }  // namespace
