@@ -104,6 +104,16 @@ void gather_phase_times(const PhaseTimes& mine, const comm::Communicator& comm, 
   }
 }
 
+// How the output was written, for --stats: rank 0's way, every rank's extents.
+void record_output_report(const io::OutputReport& report, const comm::Communicator& comm, RunStats& stats) {
+  stats.output_parts = report.parts;
+  stats.output_mapped = report.mapped;
+  stats.output_threads = report.threads;
+  stats.output_tmpfs = report.tmpfs_settings;
+  stats.output_huge_extents = comm.sum(report.huge_extents);
+  stats.output_extents = comm.sum(report.huge_extents + report.small_extents);
+}
+
 }  // namespace
 
 RunStats run_product(const Options& options, const comm::Communicator& comm, KeptUntilExit* kept_until_exit) {
@@ -203,6 +213,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
     mine.commit = clock.lap();
     stats.device = "none (empty product)";
     stats.output_bytes = comm.sum(writer->bytes_written());
+    record_output_report(writer->report(), comm, stats);
     stats.rank_work.assign(static_cast<std::size_t>(comm.size()), 0);
     stats.rank_rows = comm.gather_all(static_cast<std::int64_t>(empty.file_row_end - empty.file_row_begin));
     progress.finish();
@@ -381,6 +392,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Kep
   writer->finish();
   mine.commit = clock.lap();
   stats.output_bytes = comm.sum(writer->bytes_written());
+  record_output_report(writer->report(), comm, stats);
   progress.finish();
   mine.total = total_clock.seconds();
 
