@@ -14,7 +14,9 @@
 #include <cstring>
 #include <cstdlib>
 #include <algorithm>
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <random>
 
 #include "core/error.hpp"
@@ -24,16 +26,21 @@
 namespace blockmm::io {
 namespace {
 
-// The temporary files a signal handler must remove: the product, the stats file and a rank's part
-// files of a parted output (at most kMaxWriteThreads of them). Plain arrays and flags: the
-// handler may only use async-signal-safe calls.
-constexpr int kCleanupSlots = 4 + kMaxWriteThreads;
-char g_cleanup_path[kCleanupSlots][PATH_MAX];
+// The temporary files a signal handler must remove: the product, the stats file and the part
+// files of a parted output (every rank registers every part, so that the ranks a launcher ends
+// with SIGTERM also remove the parts of a rank that was SIGKILLed). Paths live in one arena,
+// flags say which are armed: the handler may only use async-signal-safe calls.
+constexpr int kCleanupSlots = 4 + kMaxOutputParts;
+constexpr std::size_t kCleanupBytes = std::size_t{1} << 20;
+char g_cleanup_text[kCleanupBytes];
+std::size_t g_cleanup_at[kCleanupSlots];
 volatile std::sig_atomic_t g_cleanup_armed[kCleanupSlots] = {};
+std::size_t g_cleanup_used = 0;  // arena bytes in use; outside handlers only, under the mutex
+std::mutex g_cleanup_mutex;
 
 void remove_registered() noexcept {
   for (int s = 0; s < kCleanupSlots; ++s)
-    if (g_cleanup_armed[s]) ::unlink(g_cleanup_path[s]);
+    if (g_cleanup_armed[s]) ::unlink(g_cleanup_text + g_cleanup_at[s]);
 }
 
 extern "C" void remove_temporary_and_reraise(int signal_number) {
@@ -42,22 +49,37 @@ extern "C" void remove_temporary_and_reraise(int signal_number) {
   std::raise(signal_number);
 }
 
-// Returns the slot, or -1 when none is free or the path is too long (the file is then only
-// removed by the next run's stale-file sweep).
-int arm_cleanup(const std::string& path) {
-  if (path.size() >= PATH_MAX) return -1;
+}  // namespace
+
+int arm_temporary_cleanup(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_cleanup_mutex);
+  bool any_armed = false;
+  for (int s = 0; s < kCleanupSlots && !any_armed; ++s) any_armed = g_cleanup_armed[s] != 0;
+  if (!any_armed) g_cleanup_used = 0;  // nothing registered: the arena starts over
+  if (path.size() + 1 > kCleanupBytes - g_cleanup_used) return -1;
   for (int s = 0; s < kCleanupSlots; ++s) {
     if (g_cleanup_armed[s]) continue;
-    std::memcpy(g_cleanup_path[s], path.c_str(), path.size() + 1);
+    std::memcpy(g_cleanup_text + g_cleanup_used, path.c_str(), path.size() + 1);
+    g_cleanup_at[s] = g_cleanup_used;
+    g_cleanup_used += path.size() + 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the path is whole before the flag says so
     g_cleanup_armed[s] = 1;
     return s;
   }
   return -1;
 }
 
-void disarm_cleanup(int slot) {
-  if (slot >= 0) g_cleanup_armed[slot] = 0;
+void disarm_temporary_cleanup(int slot) {
+  std::lock_guard<std::mutex> lock(g_cleanup_mutex);
+  if (slot >= 0 && slot < kCleanupSlots) g_cleanup_armed[slot] = 0;
 }
+
+namespace {
+
+// Returns the slot, or -1 when none is free or the arena is full (the file is then only removed
+// by the next run's stale-file sweep).
+int arm_cleanup(const std::string& path) { return arm_temporary_cleanup(path); }
+void disarm_cleanup(int slot) { disarm_temporary_cleanup(slot); }
 
 std::string directory_of(const std::string& path) {
   const std::size_t slash = path.rfind('/');

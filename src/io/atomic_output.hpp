@@ -28,6 +28,11 @@ void install_cleanup_handlers();
 
 // Removes the registered temporary files; async-signal-safe, for handlers that end the process.
 void remove_temporary_from_signal_handler() noexcept;
+// Registers a temporary file (by name) for those handlers; returns a slot for disarming, or -1
+// where none is left (the next run's sweep of stale temporaries then removes a leftover).
+// AtomicOutput registers its own; a parted output's ranks register each other's parts.
+int arm_temporary_cleanup(const std::string& path);
+void disarm_temporary_cleanup(int slot);
 
 // The name of the temporary file for `target` without its random suffix: "<dir>/.<name>.blockmm-tmp.<host>.<pid>."
 // (<name> shortened and hashed when the whole would pass NAME_MAX). Exposed for tests and docs.

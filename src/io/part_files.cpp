@@ -26,6 +26,22 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// A part's line as its owner publishes it: "<index> <device> <inode> <indices> <data> <temporary>".
+struct Published {
+  std::uint64_t device = 0, inode = 0;
+  BsrLayout layout;
+  std::string temporary;
+};
+
+Published parse_published(const std::string& text) {
+  Published p;
+  std::istringstream line(text);
+  std::size_t index = 0;
+  line >> index >> p.device >> p.inode >> p.layout.indices >> p.layout.data;
+  std::getline(line >> std::ws, p.temporary);
+  return p;
+}
+
 }  // namespace
 
 int parts_for_rank(const OutputPolicy& policy, int ranks, std::int64_t total_bytes, bool tmpfs, std::int64_t my_tiles,
@@ -106,12 +122,17 @@ PartFiles::PartFiles(const std::string& target, const comm::Communicator& comm, 
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) {
       const std::size_t k = static_cast<std::size_t>(std::stoll(line));
-      if (k < published_.size()) published_[k] = line;
+      if (k >= published_.size()) continue;
+      published_[k] = line;
+      // Every rank removes every part's temporary on SIGTERM or SIGINT: the ranks a launcher ends
+      // so also remove those of a rank that was killed outright.
+      if (r != comm_.rank()) armed_.push_back(arm_temporary_cleanup(parse_published(line).temporary));
     }
   }
 }
 
 PartFiles::~PartFiles() {
+  for (int slot : armed_) disarm_temporary_cleanup(slot);
   if (!committed_ || confirmed_) return;
   // The main file never came: the parts renamed already go again (only the files renamed).
   for (auto& [k, part] : parts_) {
@@ -126,19 +147,15 @@ PartFiles::Part& PartFiles::part_for(std::size_t k) {
   auto found = parts_.find(k);
   if (found != parts_.end()) return *found->second;
   // A neighbour's part: its temporary opened by name, refusing anything but the file it made.
-  std::istringstream line(published_.at(k));
-  std::size_t index = 0;
-  std::uint64_t device = 0, inode = 0;
-  auto part = std::make_unique<Part>();
-  std::string temporary;
-  line >> index >> device >> inode >> part->layout.indices >> part->layout.data;
-  std::getline(line >> std::ws, temporary);
-  if (temporary.empty())
+  const Published published = parse_published(published_.at(k));
+  if (published.temporary.empty())
     throw Error(ExitCode::other, "internal error: " + target_ + ": part " + std::to_string(k) + " was not published");
+  auto part = std::make_unique<Part>();
+  part->layout = published.layout;
   part->header = header_;
   part->header.nnzb = specs_[k].blocks;
   part->final_path = directory_of(target_) + "/" + specs_[k].name;
-  part->file = open_temporary_writer(temporary, part->final_path, single_, -1, device, inode);
+  part->file = open_temporary_writer(published.temporary, part->final_path, single_, -1, published.device, published.inode);
   part->content = std::make_unique<BsrContentWriter>(*part->file, part->header, part->layout);
   return *(parts_[k] = std::move(part));
 }

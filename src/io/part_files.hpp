@@ -74,6 +74,7 @@ class PartFiles {
   std::vector<int> owner_;                    // rank of each part
   std::vector<std::string> published_;        // each part's "temporary device inode indices data"
   std::map<std::size_t, std::unique_ptr<Part>> parts_;  // own parts, and neighbours' opened to write into
+  std::vector<int> armed_;                    // other ranks' part temporaries registered for signal cleanup
   std::int64_t written_ = 0;
   bool committed_ = false;
   bool confirmed_ = false;
