@@ -234,9 +234,10 @@ int main(int argc, char** argv) {
     return usage();
   struct statfs fs {};
   const bool tmpfs = ::statfs(s.dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
-  const std::string huge = tmpfs ? "shmem_enabled=" + first_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled") +
-                                       " huge=" + mount_huge_option(s.dir)
-                                 : "not tmpfs";
+  std::string enabled = first_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  if (enabled.find('[') != std::string::npos)  // "always within_size advise [never] deny force": the chosen one
+    enabled = enabled.substr(enabled.find('[') + 1, enabled.find(']') - enabled.find('[') - 1);
+  const std::string huge = tmpfs ? "shmem_enabled=" + enabled + " huge=" + mount_huge_option(s.dir) : "not tmpfs";
   for (int r = 0; r < repeat; ++r) {
     const Timing t = run_once(s);
     std::printf("write_floor %s files=%s writers=%d method=%s piece=%lld bytes=%lld seconds=%.3f GB/s=%.2f prepare=%.3f (%s)\n",
