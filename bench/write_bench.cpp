@@ -5,15 +5,19 @@
 // handed over one at a time, as the numeric phase does.
 //
 //   write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--parts auto|off|N]
-//               [--ahead N] [--repeat R]
+//               [--ahead N] [--rank-threads N] [--repeat R]
 //
-// By default the writer blockmm's policy gives a rank of 8 threads (io::output_policy: mapped on
+// By default the writer blockmm's policy gives a rank of --rank-threads threads (default 8;
+// io::output_policy: mapped on
 // tmpfs, huge folios where the kernel makes them, BLOCKMM_HUGE_OUTPUT=0 to keep 4 KiB pages);
 // --threads N maps with N copying threads whatever the file system (as BLOCKMM_WRITE_THREADS),
 // --threads 0 (or BLOCKMM_IO=pwrite) writes with pwrite; --parts as blockmm's (HDF5 only);
 // --ahead N threads prepare the pages ahead (default: the policy's). Under mpiexec each rank
 // writes its share of the block-rows. Prints one line per repeat on rank 0: begin, write, finish
 // seconds and GB/s over their sum, and how it wrote.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +30,7 @@
 #include "core/error.hpp"
 #include "core/record_layout.hpp"
 #include "io/atomic_output.hpp"
+#include "io/output_parts.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/product_writer.hpp"
 
@@ -62,6 +67,7 @@ int main(int argc, char** argv) {
   std::string format = "bin";
   int threads = -1;  // the policy's
   int ahead = -1;
+  int rank_threads = 8;
   std::string parts = "off";
   int repeat = 3;
   for (int a = 3; a + 1 < argc; a += 2) {
@@ -72,9 +78,11 @@ int main(int argc, char** argv) {
     else if (option == "--repeat") repeat = std::atoi(argv[a + 1]);
     else if (option == "--parts") parts = argv[a + 1];
     else if (option == "--ahead") ahead = std::atoi(argv[a + 1]);
+    else if (option == "--rank-threads") rank_threads = std::atoi(argv[a + 1]);
     else return usage();
   }
-  if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < -1 || threads > io::kMaxWriteThreads || repeat < 1)
+  if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < -1 || threads > io::kMaxWriteThreads ||
+      repeat < 1 || rank_threads < 1)
     return usage();
   if (threads == 0) ::setenv("BLOCKMM_IO", "pwrite", 1);
   if (threads > 0) ::setenv("BLOCKMM_WRITE_THREADS", std::to_string(threads).c_str(), 1);
@@ -101,7 +109,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeat; ++r) {
       comm.barrier();
       const auto t0 = Clock::now();
-      io::OutputPolicy policy = io::output_policy(8, parts);
+      io::OutputPolicy policy = io::output_policy(rank_threads, parts);
       if (ahead >= 0) policy.prepare_ahead_threads = ahead;
       auto writer = io::make_product_writer(chosen, target, comm, policy);
       writer->begin(MatrixShape{p * m, m}, total, first, layout);
@@ -132,6 +140,13 @@ int main(int argc, char** argv) {
                     static_cast<long long>(how.huge_extents), static_cast<long long>(how.huge_extents + how.small_extents),
                     policy.prepare_ahead_threads, out_bytes, static_cast<long long>(chunk_bytes), begin_s, write_s,
                     finish_s, all, out_bytes / all / 1e9, how.tmpfs_settings.c_str());
+    }
+    // The output (and its parts) go: a benchmark leaves nothing behind in /dev/shm.
+    struct stat st {};
+    if (comm.is_root() && ::lstat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {  // never /dev/null
+      const std::string dir = target.find('/') == std::string::npos ? "." : target.substr(0, target.rfind('/'));
+      for (const std::string& name : io::parts_of_existing_output(target)) ::unlink((dir + "/" + name).c_str());
+      ::unlink(target.c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "write_bench: error: %s\n", e.what());

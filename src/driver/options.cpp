@@ -188,9 +188,12 @@ bool parse_options(int argc, char** argv, Options& options, int& exit_code, bool
     }
     if (!budget.empty()) options.mem_budget = parse_size(budget);
     (void)io::output_policy(1, options.parts);  // a bad --parts is a usage error before anything starts
-    const std::string warning =
-        io::output_name_warning(options.out_path, io::choose_output_format(options.out_path, options.format));
+    const io::OutputFormat format = io::choose_output_format(options.out_path, options.format);
+    const std::string warning = io::output_name_warning(options.out_path, format);
     if (!warning.empty() && print) std::cerr << "blockmm: warning: " << warning << "\n";
+    if (format == io::OutputFormat::binary && options.parts != "auto" && options.parts != "off" && print)
+      std::cerr << "blockmm: warning: --parts applies to HDF5 output; " << escape_control_characters(options.out_path)
+                << " is written as one binary file\n";
     // Before anything exists: libgomp dies without a word when it cannot create a team.
     check_thread_count(options.threads, "--threads");
     if (options.threads == 0) check_omp_num_threads_environment();

@@ -557,9 +557,11 @@ bool huge_folios_possible(int fd) {
 bool maps_output(const MapChoice& c) {
   if (c.pwrite_forced || !c.mappable) return false;
   if (c.threads_forced) return true;
-  if (!c.tmpfs) return false;  // the local disk: one pwrite stream was faster (bench/NOTES.md item 10)
-  if (c.huge) return true;     // tmpfs in huge folios: the map at any thread count (item 30)
-  return !c.hdf5 && c.threads >= kMinDefaultMapThreads;
+  // The local disk: one pwrite stream was faster (bench/NOTES.md item 10). Fewer threads: one
+  // pwrite stream was faster on the 2-core VM, in 4 KiB pages (item 10) and in huge folios
+  // alike, whose first allocation there costs the hypervisor's backing of each 2 MiB (item 30).
+  if (!c.tmpfs || c.threads < kMinDefaultMapThreads) return false;
+  return c.huge || !c.hdf5;  // HDF5 in 4 KiB pages lost to pwrite on the H200 node (item 10)
 }
 
 std::string tmpfs_huge_settings(int fd) {

@@ -31,10 +31,10 @@ bool huge_output_wanted();
 WritePolicy write_policy_from_environment(int rank_threads);
 
 // Whether a file is written through shared maps (else one pwrite stream). By default only on
-// tmpfs: to the local disk one pwrite stream was faster (bench/NOTES.md item 10). On tmpfs where
-// the output goes into huge folios the map wins at any thread count (item 30); with 4 KiB pages
-// only binary output from 4 or more threads did (kMinDefaultMapThreads: on the 2-core VM one
-// pwrite stream wrote 2.3 GB/s, the map 1.5-1.6; HDF5 lost to pwrite through its staging copy).
+// tmpfs by a rank of kMinDefaultMapThreads or more threads: to the local disk one pwrite stream
+// was faster (bench/NOTES.md item 10), and so it was on the 2-core VM (2.3 GB/s against 1.5-1.6
+// for the map in 4 KiB pages; item 30: 1-2.5 against 0.2-1 in huge folios). There binary output
+// is mapped, and HDF5 output where it goes into huge folios (in 4 KiB pages it lost to pwrite).
 constexpr int kMinDefaultMapThreads = 4;
 struct MapChoice {
   bool pwrite_forced = false;   // BLOCKMM_IO=pwrite

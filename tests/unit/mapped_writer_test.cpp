@@ -267,19 +267,22 @@ TEST(MappedWriter, HugeOutputSettingIsZeroOrOne) {
 TEST(MappedWriter, MapChoiceFollowsTheMeasurements) {
   MapChoice c;
   c.tmpfs = true;
-  c.threads = 1;
+  c.threads = kMinDefaultMapThreads;
   c.huge = true;
-  EXPECT_TRUE(maps_output(c)) << "tmpfs in huge folios: mapped at any thread count";
+  EXPECT_TRUE(maps_output(c)) << "tmpfs in huge folios, enough threads: mapped";
   c.hdf5 = true;
   EXPECT_TRUE(maps_output(c)) << "HDF5 too, its fields scattered without a staging copy";
+  c.threads = kMinDefaultMapThreads - 1;
+  EXPECT_FALSE(maps_output(c)) << "few threads: pwrite, in huge folios too";
+  c.threads = kMinDefaultMapThreads;
   c.huge = false;
   EXPECT_FALSE(maps_output(c)) << "4 KiB pages: HDF5 through pwrite";
   c.hdf5 = false;
-  EXPECT_FALSE(maps_output(c)) << "4 KiB pages, one thread: pwrite";
-  c.threads = kMinDefaultMapThreads;
   EXPECT_TRUE(maps_output(c)) << "4 KiB pages, binary, enough threads: mapped";
+  c.threads = 1;
+  EXPECT_FALSE(maps_output(c)) << "4 KiB pages, one thread: pwrite";
+  c.threads = 16;
   c.tmpfs = false;
-  c.huge = false;
   EXPECT_FALSE(maps_output(c)) << "the local disk: pwrite";
   c.threads_forced = true;
   EXPECT_TRUE(maps_output(c)) << "BLOCKMM_WRITE_THREADS: mapped anywhere";
