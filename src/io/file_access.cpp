@@ -262,20 +262,26 @@ bool will_map(int fd, const WritePolicy& policy, bool hdf5) { return maps_output
 
 void FileWriter::write_fields(const std::byte* records, std::int64_t count, std::int64_t stride,
                               const std::vector<FieldCopy>& fields) {
-  constexpr std::int64_t kStagingBytes = std::int64_t{8} << 20;  // bounded memory, whatever the write
-  std::vector<std::byte> staging;
-  for (const FieldCopy& field : fields) {
-    if (field.bytes <= 0) continue;
-    const std::int64_t per_piece = std::max<std::int64_t>(1, kStagingBytes / field.bytes);
-    for (std::int64_t done = 0; done < count;) {
-      const std::int64_t c = std::min(per_piece, count - done);
-      staging.resize(static_cast<std::size_t>(c * field.bytes));
-      for (std::int64_t t = 0; t < c; ++t)
-        std::memcpy(staging.data() + t * field.bytes, records + (done + t) * stride + field.record_offset,
-                    static_cast<std::size_t>(field.bytes));
-      write_at(field.file_offset + done * field.bytes, staging.data(), c * field.bytes);
-      done += c;
+  // Records in pieces of bounded staging memory, each read once: every field of a piece staged,
+  // then each field's piece written at its place.
+  constexpr std::int64_t kStagingBytes = std::int64_t{8} << 20;
+  std::int64_t field_bytes = 0;
+  for (const FieldCopy& field : fields) field_bytes += field.bytes;
+  if (field_bytes <= 0) return;
+  const std::int64_t per_piece = std::max<std::int64_t>(1, kStagingBytes / field_bytes);
+  std::vector<std::vector<std::byte>> staging(fields.size());
+  for (std::int64_t done = 0; done < count;) {
+    const std::int64_t c = std::min(per_piece, count - done);
+    for (std::size_t f = 0; f < fields.size(); ++f) staging[f].resize(static_cast<std::size_t>(c * fields[f].bytes));
+    for (std::int64_t t = 0; t < c; ++t) {
+      const std::byte* record = records + (done + t) * stride;
+      for (std::size_t f = 0; f < fields.size(); ++f)
+        std::memcpy(staging[f].data() + t * fields[f].bytes, record + fields[f].record_offset,
+                    static_cast<std::size_t>(fields[f].bytes));
     }
+    for (std::size_t f = 0; f < fields.size(); ++f)
+      if (fields[f].bytes > 0) write_at(fields[f].file_offset + done * fields[f].bytes, staging[f].data(), c * fields[f].bytes);
+    done += c;
   }
 }
 

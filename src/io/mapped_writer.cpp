@@ -444,20 +444,19 @@ class MappedWriter final : public FileWriter {
     return true;
   }
 
-  // The mutex is held: the default staging path, through pwrite.
+  // The mutex is held: the staging path of FileWriter::write_fields, through pwrite.
   void unlocked_staged_write(const std::byte* records, std::int64_t count, std::int64_t stride,
                              const std::vector<FieldCopy>& fields) {
-    std::vector<std::byte> staging;
-    for (const FieldCopy& field : fields)
-      for (std::int64_t done = 0; done < count;) {
-        const std::int64_t c = std::min<std::int64_t>(count - done, std::max<std::int64_t>(1, (8 << 20) / std::max<std::int64_t>(1, field.bytes)));
-        staging.resize(static_cast<std::size_t>(c * field.bytes));
-        for (std::int64_t t = 0; t < c; ++t)
-          std::memcpy(staging.data() + t * field.bytes, records + (done + t) * stride + field.record_offset,
-                      static_cast<std::size_t>(field.bytes));
-        write_fully(fd_, field.file_offset + done * field.bytes, staging.data(), c * field.bytes, shown_);
-        done += c;
+    struct Pwrite final : FileWriter {
+      Pwrite(int fd, const std::string& shown) : fd_(fd), shown_(shown) {}
+      void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
+        write_fully(fd_, offset, source, bytes, shown_);
       }
+      void sync_and_close() override {}
+      int fd_;
+      const std::string& shown_;
+    } plain(fd_, shown_);
+    plain.FileWriter::write_fields(records, count, stride, fields);
   }
 
   // A preparing thread: bytes [skip, skip + share) of the ranges said ahead, taken in order,
