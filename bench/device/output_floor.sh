@@ -4,7 +4,7 @@
 # the sizes of D4's output and of the n 65 536, m 8, quarter-dense case's; then both cases on one
 # GPU, inputs and output in /dev/shm, with the baseline (main before issue 41) and the working
 # tree: one file (.bin and .h5), the tree's one file in 4 KiB pages (BLOCKMM_HUGE_OUTPUT=0), the
-# tree's parted HDF5 output (--parts auto and 8), and the tree to /dev/null; the write phase and
+# tree's parted HDF5 output (--parts auto and 16), and the tree to /dev/null; the write phase and
 # the rest from --stats=json. On a machine with two GPUs also mpirun -np 2 (a GPU each).
 #   bash bench/device/output_floor.sh      (REPS=2, CASES="D4 Q8"; OLD_REV=e70f0ac or BASELINE_TAR=tarball)
 # The baseline is `git archive $OLD_REV` where the copy has .git, else BASELINE_TAR (a tarball of
@@ -149,7 +149,7 @@ for name in ${CASES:-D4 Q8}; do
     [ -n "$old_bin" ] && run old-h5 $name $rep $out.h5 -- "$old_bin"
     run new-h5 $name $rep $out.h5 -- "$new_bin" --parts off
     run new-h5-parts-auto $name $rep $out.h5 -- "$new_bin" --parts auto
-    run new-h5-parts-8 $name $rep $out.h5 -- "$new_bin" --parts 8
+    run new-h5-parts-16 $name $rep $out.h5 -- "$new_bin" --parts 16
     run new-null $name $rep /dev/null -- "$new_bin"
     if [ "$gpus" -ge 2 ]; then
       run new-h5-np2 $name $rep $out.h5 -- mpirun -np 2 -x HWLOC_COMPONENTS "$new_bin" --parts off

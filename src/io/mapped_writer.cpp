@@ -124,11 +124,14 @@ struct ExtentCounts {
 // leaves the extent in 4 KiB pages; the copy is the same. The populate calls fault the pages in
 // once per range instead of once per page, and a page the file system cannot back is an error
 // code there, never a SIGBUS in the copy.
-int prepare_range(std::byte* at, std::int64_t lo, std::int64_t hi, bool huge, ExtentCounts* counts) {
+// `collapse_end` >= hi: the extents up to it are made huge too (the mapping must reach it): the
+// extent a write ends inside, which the next write goes on filling.
+int prepare_range(std::byte* at, std::int64_t lo, std::int64_t hi, bool huge, ExtentCounts* counts,
+                  std::int64_t collapse_end = -1) {
   if (hi <= lo) return 0;
   const std::int64_t page = page_bytes();
   if (huge) {
-    const std::int64_t h0 = round_up(lo, kHugeBytes), h1 = round_down(hi, kHugeBytes);
+    const std::int64_t h0 = round_up(lo, kHugeBytes), h1 = round_down(std::max(hi, collapse_end), kHugeBytes);
     if (h1 > h0) {
       for (std::int64_t h = h0; h < h1; h += kHugeBytes)
         if (::madvise(at + (h - lo), static_cast<std::size_t>(page), MADV_POPULATE_WRITE) != 0 && errno != EINVAL &&
@@ -381,14 +384,22 @@ class MappedWriter final : public FileWriter {
   }
 
   // False where this range cannot be mapped (an address-space limit, say): the caller pwrites it.
+  // Where a write of [offset, end) ends inside a 2 MiB extent that lies wholly in the file: that
+  // extent's end (made huge with the write, so that the next write fills a huge folio), else end.
+  std::int64_t tail_extent_end(std::int64_t end) const {
+    const std::int64_t tail = round_up(end, kHugeBytes);
+    return huge_ && tail <= size_ ? tail : end;
+  }
+
   bool copy_through_map(std::int64_t offset, const std::byte* source, std::int64_t bytes) {
-    Window window(fd_, offset, bytes);
+    const std::int64_t tail = tail_extent_end(offset + bytes);
+    Window window(fd_, offset, tail - offset);
     if (!window.valid()) return false;
     const std::vector<std::int64_t> cuts = cut(offset, offset + bytes, team_.threads(), huge_);
     const int error = team_.run(static_cast<std::int64_t>(cuts.size()) - 1, [&](std::int64_t k) {
       const std::int64_t lo = cuts[k], hi = cuts[k + 1];
       std::byte* at = window.data() + (lo - offset);
-      const int e = prepare_range(at, lo, hi, huge_, &counts_);
+      const int e = prepare_range(at, lo, hi, huge_, &counts_, k + 2 == static_cast<std::int64_t>(cuts.size()) ? tail : hi);
       if (e != 0) return e;
       std::memcpy(at, source + (lo - offset), static_cast<std::size_t>(hi - lo));
       return 0;
@@ -406,20 +417,24 @@ class MappedWriter final : public FileWriter {
     std::vector<std::unique_ptr<Window>> windows;
     struct Piece {
       std::size_t field;
-      std::int64_t lo, hi;
+      std::int64_t lo, hi, collapse_end;
     };
     std::vector<Piece> pieces;
     for (std::size_t f = 0; f < fields.size(); ++f) {
       const std::int64_t bytes = fields[f].bytes * count;
-      windows.push_back(bytes > 0 ? std::make_unique<Window>(fd_, fields[f].file_offset, bytes) : nullptr);
+      const std::int64_t end = fields[f].file_offset + bytes;
+      windows.push_back(bytes > 0 ? std::make_unique<Window>(fd_, fields[f].file_offset, tail_extent_end(end) - fields[f].file_offset)
+                                  : nullptr);
       if (bytes == 0) continue;
       if (!windows.back()->valid()) return false;
-      const std::vector<std::int64_t> cuts = cut(fields[f].file_offset, fields[f].file_offset + bytes, team_.threads(), huge_);
-      for (std::size_t k = 0; k + 1 < cuts.size(); ++k) pieces.push_back({f, cuts[k], cuts[k + 1]});
+      const std::vector<std::int64_t> cuts = cut(fields[f].file_offset, end, team_.threads(), huge_);
+      for (std::size_t k = 0; k + 1 < cuts.size(); ++k)
+        pieces.push_back({f, cuts[k], cuts[k + 1], k + 2 == cuts.size() ? tail_extent_end(end) : cuts[k + 1]});
     }
     int error = team_.run(static_cast<std::int64_t>(pieces.size()), [&](std::int64_t k) {
       const Piece& p = pieces[static_cast<std::size_t>(k)];
-      return prepare_range(windows[p.field]->data() + (p.lo - fields[p.field].file_offset), p.lo, p.hi, huge_, &counts_);
+      return prepare_range(windows[p.field]->data() + (p.lo - fields[p.field].file_offset), p.lo, p.hi, huge_, &counts_,
+                           p.collapse_end);
     });
     if (error == 0) {
       const std::int64_t per_part = std::max<std::int64_t>(1, (count + team_.threads() - 1) / team_.threads());
