@@ -6,7 +6,9 @@
 // inside the clock and unlinked after it.
 //
 //   write_floor DIR BYTES [--writers W] [--files one|separate] [--method M] [--piece BYTES] [--repeat R]
+//               [--processes]
 //
+// --processes: the writers are processes (forked), not threads of one, as the issue measured.
 // Methods: map (ftruncate; each piece mapped MAP_SHARED, MADV_POPULATE_WRITE, memcpy, munmap: the
 // writer blockmm had), collapse (the same, but each 2 MiB of the piece is first made one huge
 // folio: one byte written into it, then MADV_COLLAPSE, Linux 6.1), hugepage (MADV_HUGEPAGE on the
@@ -18,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,6 +98,7 @@ struct Settings {
   bool separate = false;
   std::string method = "map";
   std::int64_t piece = std::int64_t{64} << 20;
+  bool processes = false;
 };
 
 // Writes [begin, end) of fd from `source` (cycled), piece by piece.
@@ -181,16 +185,32 @@ Timing run_once(const Settings& s) {
   }
   std::vector<std::thread> threads;
   std::vector<double> prepare(static_cast<std::size_t>(s.writers), 0.0);
-  for (int w = 0; w < s.writers; ++w) {
-    threads.emplace_back([&, w] {
-      const std::int64_t begin = std::min(s.bytes, w * share), end = std::min(s.bytes, (w + 1) * share);
-      if (s.separate)
-        write_range(s, fds[w], 0, end - begin, sources[w], failures, prepare[w]);
-      else
-        write_range(s, fds[0], begin, end, sources[w], failures, prepare[w]);
-    });
+  const auto writer = [&](int w) {
+    const std::int64_t begin = std::min(s.bytes, w * share), end = std::min(s.bytes, (w + 1) * share);
+    if (s.separate)
+      write_range(s, fds[w], 0, end - begin, sources[w], failures, prepare[w]);
+    else
+      write_range(s, fds[0], begin, end, sources[w], failures, prepare[w]);
+  };
+  if (s.processes) {
+    std::vector<pid_t> children;
+    for (int w = 0; w < s.writers; ++w) {
+      const pid_t pid = ::fork();
+      if (pid < 0) die("fork");
+      if (pid == 0) {
+        writer(w);
+        ::_exit(failures.load() == 0 ? 0 : 1);
+      }
+      children.push_back(pid);
+    }
+    for (pid_t pid : children) {
+      int status = 0;
+      if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+    }
+  } else {
+    for (int w = 0; w < s.writers; ++w) threads.emplace_back(writer, w);
+    for (std::thread& t : threads) t.join();
   }
-  for (std::thread& t : threads) t.join();
   for (int fd : fds) {
     if (::fsync(fd) != 0) ++failures;
     ::close(fd);
@@ -219,17 +239,23 @@ int main(int argc, char** argv) {
   s.dir = argv[1];
   s.bytes = parse_bytes(argv[2]);
   int repeat = 3;
-  for (int a = 3; a + 1 < argc; a += 2) {
+  for (int a = 3; a < argc; ++a) {
     const std::string option = argv[a];
-    if (option == "--writers") s.writers = std::atoi(argv[a + 1]);
-    else if (option == "--files") s.separate = std::string(argv[a + 1]) == "separate";
-    else if (option == "--method") s.method = argv[a + 1];
-    else if (option == "--piece") s.piece = parse_bytes(argv[a + 1]);
-    else if (option == "--repeat") repeat = std::atoi(argv[a + 1]);
+    if (option == "--processes") {
+      s.processes = true;
+      continue;
+    }
+    if (a + 1 >= argc) return usage();
+    const char* value = argv[++a];
+    if (option == "--writers") s.writers = std::atoi(value);
+    else if (option == "--files") s.separate = std::string(value) == "separate";
+    else if (option == "--method") s.method = value;
+    else if (option == "--piece") s.piece = parse_bytes(value);
+    else if (option == "--repeat") repeat = std::atoi(value);
     else return usage();
   }
   const std::vector<std::string> methods = {"map", "collapse", "hugepage", "fallocate", "pwrite"};
-  if ((argc - 3) % 2 != 0 || s.bytes <= 0 || s.writers < 1 || s.writers > 256 || s.piece < kHuge || repeat < 1 ||
+  if (s.bytes <= 0 || s.writers < 1 || s.writers > 256 || s.piece < kHuge || repeat < 1 ||
       std::find(methods.begin(), methods.end(), s.method) == methods.end())
     return usage();
   struct statfs fs {};
@@ -240,8 +266,8 @@ int main(int argc, char** argv) {
   const std::string huge = tmpfs ? "shmem_enabled=" + enabled + " huge=" + mount_huge_option(s.dir) : "not tmpfs";
   for (int r = 0; r < repeat; ++r) {
     const Timing t = run_once(s);
-    std::printf("write_floor %s files=%s writers=%d method=%s piece=%lld bytes=%lld seconds=%.3f GB/s=%.2f prepare=%.3f (%s)\n",
-                s.dir.c_str(), s.separate ? "separate" : "one", s.writers, s.method.c_str(),
+    std::printf("write_floor %s files=%s writers=%d%s method=%s piece=%lld bytes=%lld seconds=%.3f GB/s=%.2f prepare=%.3f (%s)\n",
+                s.dir.c_str(), s.separate ? "separate" : "one", s.writers, s.processes ? "p" : "", s.method.c_str(),
                 static_cast<long long>(s.piece), static_cast<long long>(s.bytes), t.seconds,
                 static_cast<double>(s.bytes) / t.seconds / 1e9, t.prepare, huge.c_str());
     std::fflush(stdout);

@@ -90,11 +90,13 @@ note "builds done: tree $(git rev-parse --short HEAD 2>/dev/null || echo '?'), b
 new_bin=$new_build/blockmm
 
 # --- the write floors at each case's output size (write_floor, 8 writers) ---
-floor() {  # size label
+floor() {  # size label: threads (and, as the issue measured, processes) into one file or 8 files
   for files in one separate; do
-    for method in map collapse pwrite; do
+    for method in map collapse pwrite map-processes; do
       [ $files = separate ] && [ $method = pwrite ] && continue
-      "$new_build/write_floor" /dev/shm "$1" --writers "${FLOOR_WRITERS:-8}" --files $files --method $method --repeat 2 |
+      local how=(--method "${method%-processes}")
+      [ $method = map-processes ] && how+=(--processes)
+      "$new_build/write_floor" /dev/shm "$1" --writers "${FLOOR_WRITERS:-8}" --files $files "${how[@]}" --repeat 2 |
         sed "s/^/$2 /" | tee -a "$OUT/floors.txt"
     done
   done
