@@ -4,11 +4,20 @@
 // block-row holding the same number of tiles, records filled outside the timed calls) in chunks
 // handed over one at a time, as the numeric phase does.
 //
-//   write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--repeat R]
+//   write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--parts auto|off|N]
+//               [--ahead N] [--rank-threads N] [--repeat R]
 //
-// --threads sets the copying threads (as BLOCKMM_WRITE_THREADS does for blockmm; default 8);
-// --threads 0 or BLOCKMM_IO=pwrite selects the pwrite writer. Under mpiexec each rank writes its share of the block-rows. Prints
-// one line per repeat on rank 0: begin, write, finish seconds and GB/s over their sum.
+// By default the writer blockmm's policy gives a rank of --rank-threads threads (default 8;
+// io::output_policy: mapped on
+// tmpfs, huge folios where the kernel makes them, BLOCKMM_HUGE_OUTPUT=0 to keep 4 KiB pages);
+// --threads N maps with N copying threads whatever the file system (as BLOCKMM_WRITE_THREADS),
+// --threads 0 (or BLOCKMM_IO=pwrite) writes with pwrite; --parts as blockmm's (HDF5 only);
+// --ahead N threads prepare the pages ahead (default: the policy's). Under mpiexec each rank
+// writes its share of the block-rows. Prints one line per repeat on rank 0: begin, write, finish
+// seconds and GB/s over their sum, and how it wrote.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +30,7 @@
 #include "core/error.hpp"
 #include "core/record_layout.hpp"
 #include "io/atomic_output.hpp"
+#include "io/output_parts.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/product_writer.hpp"
 
@@ -55,7 +65,10 @@ int main(int argc, char** argv) {
   const std::int64_t bytes = parse_bytes(argv[2]);
   std::int64_t chunk_bytes = std::int64_t{256} << 20;
   std::string format = "bin";
-  int threads = io::writer_policy(0, false, false, 8).threads;
+  int threads = -1;  // the policy's
+  int ahead = -1;
+  int rank_threads = 8;
+  std::string parts = "off";
   int repeat = 3;
   for (int a = 3; a + 1 < argc; a += 2) {
     const std::string option = argv[a];
@@ -63,9 +76,16 @@ int main(int argc, char** argv) {
     else if (option == "--format") format = argv[a + 1];
     else if (option == "--threads") threads = std::atoi(argv[a + 1]);
     else if (option == "--repeat") repeat = std::atoi(argv[a + 1]);
+    else if (option == "--parts") parts = argv[a + 1];
+    else if (option == "--ahead") ahead = std::atoi(argv[a + 1]);
+    else if (option == "--rank-threads") rank_threads = std::atoi(argv[a + 1]);
     else return usage();
   }
-  if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < 0 || repeat < 1) return usage();
+  if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < -1 || threads > io::kMaxWriteThreads ||
+      repeat < 1 || rank_threads < 1)
+    return usage();
+  if (threads == 0) ::setenv("BLOCKMM_IO", "pwrite", 1);
+  if (threads > 0) ::setenv("BLOCKMM_WRITE_THREADS", std::to_string(threads).c_str(), 1);
   try {
     io::install_cleanup_handlers();
     const settings::Lookup environment = settings::process_environment();
@@ -92,7 +112,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeat; ++r) {
       comm.barrier();
       const auto t0 = Clock::now();
-      auto writer = io::make_product_writer(chosen, target, comm, io::writer_policy(threads, threads == 0, false, threads));
+      io::OutputPolicy policy = io::output_policy(io::write_policy(threads > 0 ? threads : 0, true, false, false, rank_threads), rank_threads, parts);
+      if (ahead >= 0) policy.prepare_ahead_threads = ahead;
+      auto writer = io::make_product_writer(chosen, target, comm, policy);
       writer->begin(MatrixShape{p * m, m}, total, first, layout);
       const double begin_s = since(t0);
       double write_s = 0;
@@ -113,12 +135,21 @@ int main(int argc, char** argv) {
       const double finish_s = since(f);
       const double all = comm.max(begin_s + write_s + finish_s);
       const double out_bytes = static_cast<double>(comm.sum(writer->bytes_written()));
+      const io::OutputReport how = writer->report();
       if (comm.is_root())
-        std::printf("write_bench %s %s ranks=%d threads=%d io=%s bytes=%.0f chunk=%lld begin=%.3f write=%.3f finish=%.3f "
-                    "total=%.3f GB/s=%.2f\n",
-                    target.c_str(), format.c_str(), comm.size(), threads,
-                    threads == 0 ? "pwrite" : std::getenv("BLOCKMM_IO") != nullptr ? std::getenv("BLOCKMM_IO") : "map", out_bytes,
-                    static_cast<long long>(chunk_bytes), begin_s, write_s, finish_s, all, out_bytes / all / 1e9);
+        std::printf("write_bench %s %s ranks=%d threads=%d io=%s parts=%d huge=%lld/%lld ahead=%d bytes=%.0f chunk=%lld "
+                    "begin=%.3f write=%.3f finish=%.3f total=%.3f GB/s=%.2f (%s)\n",
+                    target.c_str(), format.c_str(), comm.size(), how.threads, how.mapped ? "map" : "pwrite", how.parts,
+                    static_cast<long long>(how.huge_extents), static_cast<long long>(how.huge_extents + how.small_extents),
+                    policy.prepare_ahead_threads, out_bytes, static_cast<long long>(chunk_bytes), begin_s, write_s,
+                    finish_s, all, out_bytes / all / 1e9, how.tmpfs_settings.c_str());
+    }
+    // The output (and its parts) go: a benchmark leaves nothing behind in /dev/shm.
+    struct stat st {};
+    if (comm.is_root() && ::lstat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {  // never /dev/null
+      const std::string dir = target.find('/') == std::string::npos ? "." : target.substr(0, target.rfind('/'));
+      for (const std::string& name : io::parts_of_existing_output(target)) ::unlink((dir + "/" + name).c_str());
+      ::unlink(target.c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "write_bench: error: %s\n", e.what());

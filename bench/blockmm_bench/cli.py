@@ -214,8 +214,10 @@ def run(argv):
 def headline(progress, rows):
     for case in case_order(rows):
         r = next(r for r in rows if r.case == case)
-        progress("  %-4s I/O floor %ss (read %s + write %s); scipy %s; cuSPARSE %s" %
+        progress("  %-4s I/O floor %ss (read %s + write %s); write floors %ss one file, %ss separate files; "
+                 "scipy %s; cuSPARSE %s" %
                  (case, r.text("floor_s") or "-", r.text("floor_read_s") or "-", r.text("floor_write_s") or "-",
+                  r.text("floor_one_file_s") or "-", r.text("floor_files_s") or "-",
                   ("%ss end to end, %s" % (r.text("scipy_s"), r.scipy_check)) if r.scipy_s is not None else
                   (r.scipy_check or "-"),
                   ("%s, SpGEMM %ss" % (r.cusparse_status, r.text("cusparse_spgemm_s")))
@@ -223,9 +225,11 @@ def headline(progress, rows):
     for r in rows:
         if r.measured:
             progress("  %-4s %-8s wall %8ss  total %8ss  numeric %8ss  %8s GMAC/s numeric  floor %6ss  "
-                     "wall/floor %s  identical: %s" %
+                     "wall/floor %s  write %ss = %s of the one-file floor, %s of the files floor  identical: %s" %
                      (r.case, label(r), r.text("wall_s"), r.text("total_s"), r.text("numeric_s"),
-                      r.text("gmacs_numeric"), r.text("floor_s"), r.text("wall_over_floor") or "-", r.identical))
+                      r.text("gmacs_numeric"), r.text("floor_s"), r.text("wall_over_floor") or "-",
+                      r.text("write_s") or "-", r.text("write_over_one_file") or "-", r.text("write_over_files") or "-",
+                      r.identical))
         else:
             progress("  %-4s %-8s %s" % (r.case, label(r), r.status))
 

@@ -1,6 +1,7 @@
 """The blockmm measurements of one case: every backend x ranks run --repeat times with
 --stats=json, each output compared with the case's first one, one RunRow per run and one
 ResultRow of medians per configuration; then the case's I/O floor and anchors fill every row."""
+import glob
 import json
 import os
 import statistics
@@ -13,14 +14,35 @@ from blockmm_bench.records import PHASES, ResultRow, RunRow, label, median
 from blockmm_bench.runner import quiet, rm, run_cmd
 from blockmm_bench.session import same_bytes
 
+def part_files(path):
+    """The part files of a parted HDF5 output (docs/output.md) beside it."""
+    return glob.glob(glob.escape(path) + ".part-" + "[0-9a-f]" * 8 + "-" + "[0-9]" * 4)
+
+
+def rm_output(path):
+    """An output and, where it is in parts, its part files."""
+    for p in part_files(path):
+        rm(p)
+    rm(path)
+
+
+def same_output(session, ref, out):
+    """Whether out holds ref's product: the same bytes, or for parted outputs (whose main files
+    name their own parts) the same matrix in canonical form by blockmm-cmp --strict."""
+    if not part_files(ref) and not part_files(out):
+        return same_bytes(ref, out)
+    rc, _ = quiet([os.path.join(session.args.build, "blockmm-cmp"), "--strict", "-q", ref, out], timeout=600)
+    return rc == 0
+
+
 VERDICTS = {"ref": "reference output", "yes": "identical bytes", "NO": "MISMATCH", "unchecked": "not compared"}
 
 
-def blockmm_cmd(build, backend, ranks, a, b, out, stats_file, mpirun):
+def blockmm_cmd(build, backend, ranks, a, b, out, stats_file, mpirun, parts=None):
     # "cuda:G": the cuda backend on G GPUs of each process (--gpus G); "cuda" alone: blockmm's default.
     kind, _, gpus = backend.partition(":")
     cmd = [os.path.join(build, "blockmm"), "--backend", kind] + (["--gpus", gpus] if gpus else []) + \
-          ["--stats=json", "-q", "--stats-file", stats_file, a, b, out]
+          ["--stats=json", "-q", "--stats-file", stats_file, a, b, out] + (["--parts", parts] if parts else [])
     if ranks > 1:
         # Open MPI binds each of 2 ranks to one core by default, which would starve their threads.
         cmd = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] + cmd
@@ -38,8 +60,8 @@ class CaseRun:
         # --target: where the timed runs write. shm: a tmpfs (fast storage); null: /dev/null (the
         # compute pipeline alone).
         out_dir = session.shm_dir if args.target == "shm" else args.data
-        self.ref = os.path.join(out_dir, case.name + ".ref.C.bin")
-        self.tmp_out = os.path.join(out_dir, case.name + ".run.C.bin")
+        self.ref = os.path.join(out_dir, case.name + ".ref.C." + args.format)
+        self.tmp_out = os.path.join(out_dir, case.name + ".run.C." + args.format)
         self.stats_file = os.path.join(args.data, case.name + ".stats.json")
         self.have_ref, self.ref_label, self.kept_mismatch = False, "", False
         self.known_macs = self.known_out = None  # from the first stats: the cpu limit and the anchors use them
@@ -51,7 +73,7 @@ class CaseRun:
         in_bytes = os.path.getsize(self.a) + os.path.getsize(self.b)
         s.progress("%s: n=%d m=%d k=%d/%d (density %.3g), inputs %.1f MB, %d repeat(s)" %
                    (case.name, case.n, case.m, case.k, case.k_b, case.density(), in_bytes / 1e6, reps))
-        rm(self.ref)
+        rm_output(self.ref)
         rows = []
         for backend, ranks in configs:
             row = self.base_row(backend, ranks)
@@ -68,14 +90,15 @@ class CaseRun:
                 s.progress("%s %s: %s" % (case.name, label(row), reason))
                 continue
             self.measure(row, reps)
-        rm(self.tmp_out)
+        rm_output(self.tmp_out)
         rm(self.stats_file)
 
-        floor = measure_floor(s, case, self.a, self.b, reps, self.known_out or None)
+        floor = measure_floor(s, case, self.a, self.b, reps, self.known_out or None,
+                              s.shm_dir if args.target == "shm" else args.data)
         anchors = run_anchors(s, case, self.a, self.b, self.ref if self.have_ref else None, self.known_macs,
                               self.known_out)
         if not args.keep_outputs:
-            rm(self.ref)
+            rm_output(self.ref)
         for row in rows:
             floor.apply(row)
             anchors.apply(row)
@@ -91,23 +114,24 @@ class CaseRun:
         Returns the verdict, or None when the run failed (the row says so)."""
         s, args = self.s, self.s.args
         out = self.tmp_out if self.have_ref else self.ref
-        rm(out)
-        r = run_cmd(blockmm_cmd(args.build, row.backend, row.ranks, self.a, self.b, out, self.stats_file, s.mpirun),
+        rm_output(out)
+        r = run_cmd(blockmm_cmd(args.build, row.backend, row.ranks, self.a, self.b, out, self.stats_file, s.mpirun,
+                                args.parts),
                     timeout=s.timeout(args.run_timeout), env=s.env, scratch=args.data)
         if r.rc != 0:
             s.failure("%s %s untimed identity run FAILED (exit %d): %s" % (self.case.name, label(row), r.rc,
                                                                          r.tail()))
             row.status = "failed (exit %d)" % r.rc
-            rm(out)
+            rm_output(out)
             return None
         if not self.have_ref:
             self.have_ref, self.ref_label = True, label(row)
             return "ref"
-        checked = "yes" if same_bytes(self.ref, out) else "NO"
+        checked = "yes" if same_output(self.s, self.ref, out) else "NO"
         if checked == "NO":
             s.mismatch("%s %s: output DIFFERS from the first output of the case (%s)" % (self.case.name, label(row),
                                                                                          self.ref_label))
-        rm(out)
+        rm_output(out)
         return checked
 
     def measure(self, row, reps):
@@ -123,11 +147,11 @@ class CaseRun:
                 s.progress("%s %s: deadline reached after %d repeat(s)" % (case.name, label(row), rep - 1))
                 break
             out = "/dev/null" if args.target == "null" else (self.tmp_out if self.have_ref else self.ref)
-            rm(out)
+            rm_output(out)
             rm(self.stats_file)
             os.sync()  # no write-back left over from the last step runs into this one
             r = run_cmd(blockmm_cmd(args.build, row.backend, row.ranks, self.a, self.b, out, self.stats_file,
-                                    s.mpirun),
+                                    s.mpirun, args.parts),
                         timeout=s.timeout(args.run_timeout), env=s.env, scratch=args.data)
             stats = None
             if r.rc == 0:
@@ -143,7 +167,7 @@ class CaseRun:
                 what = "timed out" if r.timed_out else "exit %d" % r.rc
                 s.failure("%s %s repeat %d FAILED (%s): %s" % (case.name, label(row), rep, what, r.tail()))
                 row.status = "failed (%s)" % what
-                rm(out)
+                rm_output(out)
                 break
             sec = stats["seconds"]
             for p in PHASES:
@@ -154,7 +178,7 @@ class CaseRun:
             self.known_out = stats.get("output_bytes") or os.path.getsize(out)
             same = self.verdict(row, rep, out, checked)
             if same != "NO" and out != self.ref:
-                rm(out)
+                rm_output(out)
             run_row.identical = same
             identical.append(same)
             samples.append((r, stats))
@@ -176,7 +200,7 @@ class CaseRun:
             return "ref"
         if not (args.check == "all" or rep == 1 or (args.check == "auto" and self.known_out < 1e9)):
             return "unchecked"
-        if same_bytes(self.ref, out):
+        if same_output(self.s, self.ref, out):
             return "yes"
         keep = os.path.join(args.data, "%s.%s.%d.rep%d.MISMATCH.bin" % (case.name, row.backend, row.ranks, rep))
         os.replace(out, keep)

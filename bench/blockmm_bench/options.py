@@ -74,6 +74,10 @@ def parse_args(argv):
                     help="where the timed runs write their output: file (in --data, the default), shm (/dev/shm: "
                          "fast storage) or null (/dev/null: the compute pipeline alone; one more, untimed run "
                          "per configuration writes a file for the identity check)")
+    ap.add_argument("--format", choices=["bin", "h5"], default="bin",
+                    help="blockmm's output format (default bin); h5 outputs are compared with blockmm-cmp where "
+                         "they are in parts")
+    ap.add_argument("--parts", help="blockmm --parts (auto | off | N; HDF5 outputs only; default: blockmm's)")
     ap.add_argument("--commit", help="commit to record (default: git rev-parse, else $BLOCKMM_COMMIT)")
     ap.add_argument("--log", help="also append the progress lines to this file")
     ap.add_argument("--archive", help="at the end, write a .tgz of bench/RESULTS.md and this machine's results "

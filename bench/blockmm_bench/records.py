@@ -158,6 +158,10 @@ class ResultRow(Record):
     floor_s: Optional[float] = _fixed(4)
     wall_over_floor: Optional[float] = _fixed(3)
     total_over_floor: Optional[float] = _fixed(3)
+    floor_one_file_s: Optional[float] = _fixed(4)  # the output's bytes into one file (floor.py)
+    floor_files_s: Optional[float] = _fixed(4)     # the same as separate files
+    write_over_one_file: Optional[float] = _fixed(3)  # write phase's rate / the one-file floor's
+    write_over_files: Optional[float] = _fixed(3)     # write phase's rate / the separate files' floor's
     scipy_s: Optional[float] = _fixed(4)
     scipy_multiply_s: Optional[float] = _fixed(4)
     scipy_wall_s: Optional[float] = _fixed(4)

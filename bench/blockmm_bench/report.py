@@ -6,10 +6,12 @@ import re
 from blockmm_bench.records import case_order, fmt, label
 
 E2E_HEADER = ["case", "n", "m", "k", "density", "backend x ranks", "status", "identical", "runs", "wall s", "total s",
-              "numeric s", "GMAC/s numeric", "GMAC/s e2e", "peak RSS MB", "output MB", "floor s", "wall / floor"]
+              "numeric s", "GMAC/s numeric", "GMAC/s e2e", "peak RSS MB", "output MB", "floor s", "wall / floor",
+              "write GB/s", "write / one-file floor", "write / files floor"]
 PHASES_HEADER = ["case", "config", "threads/rank", "read", "exchange", "build", "setup", "symbolic", "numeric",
                  "(compute)", "(write)", "commit", "total", "launch", "wall", "imbalance"]
-ANCHORS_HEADER = ["case", "read inputs s", "write+fsync output s", "floor s", "best wall s", "best / floor",
+ANCHORS_HEADER = ["case", "read inputs s", "write+fsync output s", "floor s", "one-file floor s", "files floor s",
+                  "best wall s", "best / floor",
                   "scipy BSR wall s", "scipy in-script s", "scipy multiply s", "blockmm speed-up (wall)",
                   "scipy vs blockmm", "cuSPARSE", "cuSPARSE SpGEMM s", "DBCSR multiply s (1 rank)", "DBCSR vs blockmm"]
 
@@ -27,7 +29,9 @@ def e2e_cells(r):
             [r.text(c) for c in ("status", "identical", "repeats", "wall_s", "total_s", "numeric_s", "gmacs_numeric",
                                  "gmacs_e2e", "rss_mb")] +
             [fmt(r.output_bytes / 1e6, 1) if r.output_bytes is not None else "", r.text("floor_s"),
-             r.text("wall_over_floor")])
+             r.text("wall_over_floor"),
+             fmt(r.output_bytes / r.write_s / 1e9, 2) if r.output_bytes and r.write_s else "",
+             r.text("write_over_one_file"), r.text("write_over_files")])
 
 
 def phase_cells(r):
@@ -46,6 +50,7 @@ def anchor_cells(rs):
     # End to end means whole processes: the anchor's wall time against blockmm's best wall time.
     speedup = "%.1f×" % (r0.scipy_wall_s / best.wall_s) if r0.scipy_wall_s and best and best.wall_s else ""
     return ([r0.case, r0.text("floor_read_s"), r0.text("floor_write_s"), r0.text("floor_s"),
+             r0.text("floor_one_file_s"), r0.text("floor_files_s"),
              "%s (%s)" % (best.text("wall_s"), label(best)) if best else "",
              best.text("wall_over_floor") if best else ""] +
             [r0.text(c) for c in ("scipy_wall_s", "scipy_s", "scipy_multiply_s")] + [speedup] +
@@ -92,7 +97,9 @@ Each machine has its own section, replaced only by a run on that machine (`--mac
 data behind each section is in `bench/results/<machine>/` (`results.csv`, `runs.csv`,
 `machine.json`, plots). Times are medians of the repeated runs; `wall` is the whole process as
 started (mpirun included), `total` is blockmm's own clock (slowest rank). The I/O floor is reading
-both inputs from the page cache plus writing and fsyncing a file of the output's size.
+both inputs from the page cache plus writing and fsyncing a file of the output's size. The write
+floors are the output's bytes written into its folder by several threads, into one file and as
+separate files (bench/write_floor); `write / ... floor` is the write phase's rate over theirs.
 """
 
 

@@ -124,6 +124,11 @@ class TinyRun(unittest.TestCase):
             self.assertAlmostEqual(r.gmacs_numeric, r.useful_macs / r.numeric_s / 1e9,
                                    delta=r.gmacs_numeric * (5.01e-5 / r.numeric_s + 1e-3) + 1e-3)
             self.assertAlmostEqual(r.wall_over_floor, r.wall_s / r.floor_s, delta=1e-3)
+            # The write floors of the output's folder, and the write phase against each.
+            self.assertGreater(r.floor_one_file_s, 0)
+            self.assertGreater(r.floor_files_s, 0)
+            self.assertAlmostEqual(r.write_over_one_file, r.floor_one_file_s / r.write_s, delta=1e-3)
+            self.assertAlmostEqual(r.write_over_files, r.floor_files_s / r.write_s, delta=1e-3)
         self.assertEqual([r.identical for r in self.rows], ["ref", "yes"])
         self.assertEqual([(r.ranks, r.rc, r.identical) for r in self.run_rows], [(1, 0, "ref"), (2, 0, "yes")])
         # the first output of the case, kept (--keep-outputs), is the product of record
@@ -148,9 +153,12 @@ class TinyRun(unittest.TestCase):
             for header, value in (("wall s", r.wall_s), ("total s", r.total_s), ("numeric s", r.numeric_s),
                                   ("GMAC/s numeric", r.gmacs_numeric), ("GMAC/s e2e", r.gmacs_e2e),
                                   ("peak RSS MB", r.rss_mb), ("floor s", r.floor_s),
-                                  ("wall / floor", r.wall_over_floor), ("density", r.density)):
+                                  ("wall / floor", r.wall_over_floor), ("density", r.density),
+                                  ("write / one-file floor", r.write_over_one_file),
+                                  ("write / files floor", r.write_over_files)):
                 self.assertEqual(float(cells[header]), value, header)
             self.assertAlmostEqual(float(cells["output MB"]), r.output_bytes / 1e6, delta=0.051)
+            self.assertAlmostEqual(float(cells["write GB/s"]), r.output_bytes / r.write_s / 1e9, delta=0.0051)
         phases = tables["Phases (medians, seconds, slowest rank)"]
         self.assertEqual(len(phases), len(self.rows))
         for cells, r in zip(phases, self.rows):
@@ -164,6 +172,8 @@ class TinyRun(unittest.TestCase):
         self.assertEqual(cells["best wall s"], "%s (cpu x%d)" % (best.text("wall_s"), best.ranks))
         for header, value in (("read inputs s", self.rows[0].floor_read_s),
                               ("write+fsync output s", self.rows[0].floor_write_s),
+                              ("one-file floor s", self.rows[0].floor_one_file_s),
+                              ("files floor s", self.rows[0].floor_files_s),
                               ("floor s", self.rows[0].floor_s), ("best / floor", best.wall_over_floor)):
             self.assertEqual(float(cells[header]), value, header)
         self.assertEqual(cells["scipy vs blockmm"], self.rows[0].scipy_check)
@@ -193,6 +203,26 @@ class TinyRun(unittest.TestCase):
             self.assertEqual(drawn, ["floor.png", "gmacs_density.png", "phases.png", "speedup_ranks.png"])
             for p in drawn:
                 self.assertIn("(results/smoke/%s)" % p, page)
+
+
+class PartedRun(unittest.TestCase):
+    """bench/run --format h5 --parts 2: parted outputs, compared with blockmm-cmp (their main files
+    name their own parts), none of their files left behind."""
+
+    def test_parted_outputs_are_compared_and_removed(self):
+        work = tempfile.mkdtemp(prefix="bench-parted-")
+        self.addCleanup(shutil.rmtree, work, True)
+        data = os.path.join(work, "data")
+        r = run_bench("--build", BUILD, "--cases", "S1", "--backends", "cpu", "--ranks", "1", "--repeat", "2",
+                      "--format", "h5", "--parts", "2", "--scipy", "off", "--cusparse", "off", "--dbcsr", "off",
+                      "--data", data, "--results", os.path.join(work, "results"), "--page",
+                      os.path.join(work, "RESULTS.md"), "--machine", "parted", timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        (row,) = records.read_rows(os.path.join(work, "results", "parted", "results.csv"), ResultRow)
+        self.assertEqual((row.status, row.repeats), ("ok", 2))
+        runs = records.read_rows(os.path.join(work, "results", "parted", "runs.csv"), RunRow)
+        self.assertEqual([run.identical for run in runs], ["ref", "yes"])
+        self.assertEqual([f for f in os.listdir(data) if ".part-" in f or f.endswith(".h5")], [])
 
 
 class AnchorChecks(unittest.TestCase):

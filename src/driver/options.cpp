@@ -175,6 +175,11 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
   app.add_option("--format", format, "output format: auto (by extension) | bin | h5 (also: binary, hdf5)")
       ->check(CLI::IsMember({"auto", "bin", "binary", "h5", "hdf5"}))
       ->capture_default_str();
+  app.add_option("--parts", options.parts,
+                 "HDF5 output in part files beside OUT, written at once: auto (on tmpfs from 1 GiB), off, or a count "
+                 "(docs/output.md)")
+      ->option_text("auto|off|N")
+      ->capture_default_str();
   std::string threads = "0";
   app.add_option("--threads", threads, "OpenMP threads per rank, 0 to 1024 (default 0: OMP_NUM_THREADS, or the cores shared among the node's ranks)")
       ->option_text("N");
@@ -214,6 +219,7 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
     if (batch && files > 0) throw UsageError("give the products of a batch in it (--batch, --product), not as A B OUT");
     if (!batch && files < 3) throw UsageError("three files are needed: A B OUT (or --batch FILE)");
     options.chunk_bytes = parse_size(chunk, "--chunk-size");
+    (void)io::output_policy({}, 1, options.parts);  // a bad --parts is a usage error before anything starts
     // Before anything exists: libgomp dies without a word when it cannot create a team.
     options.threads = parse_thread_count(threads, "--threads");
     options.settings = settings::Settings::read(environment);
@@ -232,6 +238,9 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
     options.format = io::choose_output_format(options.out_path, format);
     const std::string warning = batch ? std::string() : io::output_name_warning(options.out_path, options.format);
     if (!warning.empty() && print) std::cerr << "blockmm: warning: " << escape_control_characters(warning) << "\n";
+    if (!batch && options.format == io::OutputFormat::binary && options.parts != "auto" && options.parts != "off" && print)
+      std::cerr << "blockmm: warning: --parts applies to HDF5 output; " << escape_control_characters(options.out_path)
+                << " is written as one binary file\n";
     if (options.threads == 0) check_omp_num_threads(options.settings.omp_num_threads);
   } catch (const CLI::ParseError& e) {
     exit_code = e.get_exit_code() == 0 ? 0 : static_cast<int>(ExitCode::usage);

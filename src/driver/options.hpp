@@ -23,6 +23,7 @@ struct Options {
   std::string out_path;
   std::optional<kernels::BackendKind> backend;  // none: auto
   io::OutputFormat format = io::OutputFormat::binary;  // resolved from --format and OUT's name
+  std::string parts = "auto";     // auto | off | N: HDF5 output in part files (docs/output.md)
   int threads = 0;                // 0: OMP_NUM_THREADS, else cores shared among a node's ranks
   int gpus = 0;                   // GPUs this process drives; 0: every GPU it may use
   StatsMode stats = StatsMode::off;

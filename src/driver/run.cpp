@@ -113,6 +113,16 @@ void gather_phase_times(const PhaseTimes& mine, const comm::Communicator& comm, 
   }
 }
 
+// How the output was written, for --stats: rank 0's way, every rank's extents.
+void record_output_report(const io::OutputReport& report, const comm::Communicator& comm, RunStats& stats) {
+  stats.output_parts = report.parts;
+  stats.output_mapped = report.mapped;
+  stats.output_threads = report.threads;
+  stats.output_tmpfs = report.tmpfs_settings;
+  stats.output_huge_extents = comm.sum(report.huge_extents);
+  stats.output_extents = comm.sum(report.huge_extents + report.small_extents);
+}
+
 std::string setting_named(const std::vector<std::string>& settings, const std::string& name) {
   for (const std::string& setting : settings)
     if (setting.rfind(name + "=", 0) == 0) return setting;
@@ -143,9 +153,14 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
   stats.threads = cores.threads;
   omp_set_num_threads(stats.threads);
   comm.run_phase([&] { start_thread_team(stats.threads); });
-  const io::WriterPolicy writer_policy =
-      io::writer_policy(options.settings.write_threads, options.settings.file_io == settings::FileIo::pwrite,
-                        options.settings.tmpfs_fallocate, stats.threads);
+  io::OutputPolicy output_policy;  // copying threads, huge folios, parts (io/product_writer.hpp)
+  comm.run_phase([&] {
+    output_policy = io::output_policy(
+        io::write_policy(options.settings.write_threads, options.settings.huge_output,
+                         options.settings.file_io == settings::FileIo::pwrite, options.settings.tmpfs_fallocate,
+                         stats.threads),
+        stats.threads, options.parts);
+  });
   ProgressConfig progress_config = progress_config_for_stderr(options.progress, options.settings);
   if (!comm.is_root()) progress_config.style = ProgressStyle::none;  // rank 0 speaks for the run
   if (comm.size() > 1) progress_config.scope = "rank 0 of " + std::to_string(comm.size());
@@ -191,7 +206,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
 
   // The temporary output exists from here on, so that an unwritable target fails before the work.
   stats.output_format = options.format == io::OutputFormat::hdf5 ? "hdf5" : "binary";
-  std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(options.format, options.out_path, comm, writer_policy);
+  std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(options.format, options.out_path, comm, output_policy);
   const double opening = read_clock.seconds();
 
   // Which ranks share this rank's GPU, asked only where CUDA is being started anyway (the same
@@ -211,6 +226,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
     writer->finish();
   }
   stats.output_bytes = comm.sum(writer->bytes_written());
+  record_output_report(writer->report(), comm, stats);
   progress.finish(
       written_summary(options.out_path, stats.output_format, stats.c_blocks, stats.output_bytes, total_clock.seconds()));
   stats.mine.total = total_clock.seconds();

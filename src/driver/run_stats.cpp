@@ -151,6 +151,9 @@ std::string stats_json(const RunStats& s) {
   j["block_products"] = s.block_products;
   j["useful_macs"] = s.useful_macs();
   j["output_bytes"] = s.output_bytes;
+  j["output_write"] = {{"parts", s.output_parts},           {"mapped", s.output_mapped},
+                       {"threads", s.output_threads},       {"huge_extents", s.output_huge_extents},
+                       {"extents", s.output_extents},       {"tmpfs", s.output_tmpfs}};
   j["seconds"] = phases_json(s.slowest);
   j["gmacs_per_second_numeric"] = s.slowest.numeric > 0 ? s.useful_macs() / s.slowest.numeric / 1e9 : 0.0;
   j["gmacs_per_second_total"] = s.slowest.total > 0 ? s.useful_macs() / s.slowest.total / 1e9 : 0.0;
@@ -210,6 +213,16 @@ std::string stats_text(const RunStats& s) {
   out << "  blocks: A " << with_thousands(s.a_blocks) << " non-zero of " << with_thousands(s.a_records) << ", B "
       << with_thousands(s.b_blocks) << " used of " << with_thousands(s.b_records) << ", C "
       << with_thousands(s.c_blocks) << " = " << bytes_text(static_cast<double>(s.output_bytes)) << "\n";
+  out << "  output: " << (s.output_parts > 0 ? with_thousands(s.output_parts) + " part files beside the main file"
+                                              : std::string("one file"))
+      << ", " << (s.output_mapped ? "copied into shared maps by " + std::to_string(s.output_threads) +
+                                        (s.output_threads == 1 ? " thread" : " threads")
+                                  : std::string("written by pwrite"));
+  if (s.output_extents > 0)
+    out << ", " << with_thousands(s.output_huge_extents) << " of " << with_thousands(s.output_extents)
+        << " 2 MiB extents in huge folios";
+  if (!s.output_tmpfs.empty()) out << " (tmpfs: " << s.output_tmpfs << ")";
+  out << "\n";
   out << "  work: " << with_thousands(s.block_products) << " block products = " << with_thousands(s.useful_macs())
       << " useful multiply-adds\n";
   out << "  rate: " << fixed(t.numeric > 0 ? s.useful_macs() / t.numeric / 1e9 : 0.0, 2) << " GMAC/s in numeric, "

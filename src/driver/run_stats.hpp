@@ -31,6 +31,15 @@ struct RunStats : multiply::Report {
   std::vector<std::string> start_settings;  // "NAME=value" blockmm set before MPI and CUDA started (main.cpp)
   std::vector<std::string> settings;        // "NAME=value" of the BLOCKMM_* variables given (settings/)
   std::string output_format;
+  // How the output was written (io::OutputReport): part files of an HDF5 output (0: one file),
+  // through shared maps or not and by how many threads (rank 0's), the whole 2 MiB extents of
+  // every rank put in huge folios and all of them, and what decides huge pages on its tmpfs.
+  int output_parts = 0;
+  bool output_mapped = false;
+  int output_threads = 1;
+  std::int64_t output_huge_extents = 0;
+  std::int64_t output_extents = 0;
+  std::string output_tmpfs;
   int ranks = 1;
   int threads = 1;
   int nodes = 1;

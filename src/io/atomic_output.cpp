@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/fs.h>
 
 #include <cerrno>
 #include <climits>
@@ -13,25 +15,37 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cctype>
+#include <atomic>
+#include <functional>
+#include <mutex>
 #include <random>
 
 #include "core/error.hpp"
 #include "io/cleanup_watcher.hpp"
 #include "io/mapped_writer.hpp"
+#include "io/output_parts.hpp"
 
 namespace blockmm::io {
 namespace {
 
-// The temporary files a signal handler must remove: the product and the stats file. Plain arrays
-// and flags: the handler may only use async-signal-safe calls.
-constexpr int kCleanupSlots = 4;
-static_assert(kCleanupSlots <= kWatchedSlots, "every registered temporary file is watched too");
-char g_cleanup_path[kCleanupSlots][PATH_MAX];
+// The temporary files a signal handler must remove: the product, the stats file and the part
+// files of a parted output (every rank registers every part, so that the ranks a launcher ends
+// with SIGTERM also remove the parts of a rank that was SIGKILLed). Paths live in one arena,
+// flags say which are armed: the handler may only use async-signal-safe calls. The first
+// kWatchedSlots slots are also given to the cleanup watcher (the product's and the stats file's
+// temporaries are armed first); parts past them are left to the next run's sweep if the whole
+// process group is SIGKILLed.
+constexpr int kCleanupSlots = 4 + kMaxOutputParts;
+constexpr std::size_t kCleanupBytes = std::size_t{1} << 20;
+char g_cleanup_text[kCleanupBytes];
+std::size_t g_cleanup_at[kCleanupSlots];
 volatile std::sig_atomic_t g_cleanup_armed[kCleanupSlots] = {};
+std::size_t g_cleanup_used = 0;  // arena bytes in use; outside handlers only, under the mutex
+std::mutex g_cleanup_mutex;
 
 void remove_registered() noexcept {
   for (int s = 0; s < kCleanupSlots; ++s)
-    if (g_cleanup_armed[s]) ::unlink(g_cleanup_path[s]);
+    if (g_cleanup_armed[s]) ::unlink(g_cleanup_text + g_cleanup_at[s]);
 }
 
 extern "C" void remove_temporary_and_reraise(int signal_number) {
@@ -40,22 +54,37 @@ extern "C" void remove_temporary_and_reraise(int signal_number) {
   std::raise(signal_number);
 }
 
-// Returns the slot, or -1 when none is free or the path is too long (the file is then only
-// removed by the next run's stale-file sweep).
-int arm_cleanup(const std::string& path) {
-  if (path.size() >= PATH_MAX) return -1;
+}  // namespace
+
+int arm_temporary_cleanup(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_cleanup_mutex);
+  bool any_armed = false;
+  for (int s = 0; s < kCleanupSlots && !any_armed; ++s) any_armed = g_cleanup_armed[s] != 0;
+  if (!any_armed) g_cleanup_used = 0;  // nothing registered: the arena starts over
+  if (path.size() + 1 > kCleanupBytes - g_cleanup_used) return -1;
   for (int s = 0; s < kCleanupSlots; ++s) {
     if (g_cleanup_armed[s]) continue;
-    std::memcpy(g_cleanup_path[s], path.c_str(), path.size() + 1);
+    std::memcpy(g_cleanup_text + g_cleanup_used, path.c_str(), path.size() + 1);
+    g_cleanup_at[s] = g_cleanup_used;
+    g_cleanup_used += path.size() + 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the path is whole before the flag says so
     g_cleanup_armed[s] = 1;
     return s;
   }
   return -1;
 }
 
-void disarm_cleanup(int slot) {
-  if (slot >= 0) g_cleanup_armed[slot] = 0;
+void disarm_temporary_cleanup(int slot) {
+  std::lock_guard<std::mutex> lock(g_cleanup_mutex);
+  if (slot >= 0 && slot < kCleanupSlots) g_cleanup_armed[slot] = 0;
 }
+
+namespace {
+
+// Returns the slot, or -1 when none is free or the arena is full (the file is then only removed
+// by the next run's stale-file sweep).
+int arm_cleanup(const std::string& path) { return arm_temporary_cleanup(path); }
+void disarm_cleanup(int slot) { disarm_temporary_cleanup(slot); }
 
 std::string directory_of(const std::string& path) {
   const std::size_t slash = path.rfind('/');
@@ -200,6 +229,8 @@ PathKey key_of(const std::string& path) {
 
 }  // namespace
 
+std::string temporary_host_tag() { return host_tag(); }
+
 std::string temporary_prefix(const std::string& target, const std::string& host, long pid) {
   return directory_of(target) + "/" + name_prefix(base_name(target), host) + std::to_string(pid) + ".";
 }
@@ -266,9 +297,9 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
       const std::string dir = directory_of(target);
       const std::string host = host_tag();
       remove_stale_temporaries(dir, host);
-      const std::string prefix = temporary_prefix(target, host, static_cast<long>(::getpid()));
+      const std::string own = temporary_prefix(target, host, static_cast<long>(::getpid()));
       for (int attempt = 0; fd_ < 0; ++attempt) {
-        temporary_ = prefix + random_suffix();
+        temporary_ = own + random_suffix();
         // The kernel applies the umask (and default ACLs) as for any new file: no process-wide umask() call.
         fd_ = ::open(temporary_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         if (fd_ < 0 && (errno != EEXIST || attempt >= 100))
@@ -286,9 +317,11 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
       if (::fchmod(fd_, 0600) != 0)
         throw OutputError(target + ": cannot prepare the temporary file " + temporary_ + ": " + errno_text(errno));
       identity = std::to_string(device_) + " " + std::to_string(inode_);
+      tmpfs_settings_ = io::tmpfs_huge_settings(fd_);
     });
     comm.broadcast(temporary_, 0);
     comm.broadcast(identity, 0);
+    comm.broadcast(tmpfs_settings_, 0);
   } catch (...) {
     abandon();  // no destructor runs for a constructor that throws
     throw;
@@ -317,8 +350,8 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer() const {
   return open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_);
 }
 
-std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, const WriterPolicy& policy) const {
-  if (in_place_ || policy.threads <= 0 || writes_through_mpi_io(comm_)) {
+std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, const WritePolicy& policy, bool hdf5) const {
+  if (in_place_ || writes_through_mpi_io(comm_) || policy.pwrite_only) {
     std::unique_ptr<FileWriter> writer;
     comm_.run_phase([&] { writer = open_writer(); });
     return writer;
@@ -326,7 +359,7 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, const 
   // Rank 0 reserves (the file may already hold more: HDF5's metadata), every rank learns how much.
   std::string reserved = "0";
   comm_.run_phase([&] {
-    if (!comm_.is_root()) return;
+    if (!comm_.is_root() || !will_map(fd_, policy, hdf5)) return;
     struct stat st {};
     if (::fstat(fd_, &st) != 0)
       throw OutputError(target_ + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));
@@ -337,8 +370,7 @@ std::unique_ptr<FileWriter> AtomicOutput::open_writer(std::int64_t bytes, const 
   const std::int64_t map_bytes = std::strtoll(reserved.c_str(), nullptr, 10);
   std::unique_ptr<FileWriter> writer;
   comm_.run_phase([&] {
-    writer = open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_, map_bytes, policy.threads,
-                                   policy.map_any_file);
+    writer = open_temporary_writer(temporary_, target_, comm_, fd_, device_, inode_, map_bytes, policy, hdf5);
   });
   return writer;
 }
@@ -365,7 +397,15 @@ void AtomicOutput::set_size(std::int64_t bytes) const {
     throw OutputError(target_ + ": cannot set the size of " + temporary_ + ": " + errno_text(errno));
 }
 
-void AtomicOutput::commit() {
+void AtomicOutput::commit() { commit(CommitOptions{}); }
+
+unsigned AtomicOutput::final_mode() const {
+  // Never change an existing output's permissions: the new file takes the old one's.
+  struct stat old {};
+  return ::stat(target_.c_str(), &old) == 0 && S_ISREG(old.st_mode) ? (old.st_mode & 07777) : created_mode_;
+}
+
+void AtomicOutput::commit(const CommitOptions& options) {
   if (in_place_) {
     done_ = true;
     return;
@@ -374,27 +414,45 @@ void AtomicOutput::commit() {
   comm_.run_phase([&] {
     if (!comm_.is_root()) return;
     check_not_replaced();
-    // Never change an existing output's permissions: the new file takes the old one's.
-    struct stat old {};
-    const unsigned mode =
-        ::stat(target_.c_str(), &old) == 0 && S_ISREG(old.st_mode) ? (old.st_mode & 07777) : created_mode_;
+    const unsigned mode = options.mode >= 0 ? static_cast<unsigned>(options.mode) : final_mode();
     if (::fchmod(fd_, mode) != 0)
       throw OutputError(target_ + ": cannot set the permissions of " + temporary_ + ": " + errno_text(errno));
-    if (::rename(temporary_.c_str(), target_.c_str()) != 0)
-      throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " +
-                        errno_text(errno));
+    // The part files of a parted output this one replaces go with it (output_parts.hpp).
+    const std::vector<std::string> replaced_parts = options.replace ? parts_of_existing_output(target_)
+                                                                    : std::vector<std::string>{};
+    if (options.replace) {
+      if (::rename(temporary_.c_str(), target_.c_str()) != 0)
+        throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " +
+                          errno_text(errno));
+    } else {
+      rename_without_replacing();
+    }
     // The rename itself must survive a crash: sync the directory entry.
     const int dir = ::open(directory_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
       ::fsync(dir);
       ::close(dir);
     }
+    remove_replaced_parts(target_, replaced_parts, options.kept_part_generation);
   });
   done_ = true;
   disarm_cleanup(cleanup_slot_);
   unwatch_temporary(cleanup_slot_);  // after the rename: killed in between, the watcher finds the name gone
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+// renameat2(RENAME_NOREPLACE) where the file system has it, else a hard link (which never
+// replaces either) and the temporary name removed.
+void AtomicOutput::rename_without_replacing() const {
+#if defined(SYS_renameat2) && defined(RENAME_NOREPLACE)
+  if (::syscall(SYS_renameat2, AT_FDCWD, temporary_.c_str(), AT_FDCWD, target_.c_str(), RENAME_NOREPLACE) == 0) return;
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+    throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " + errno_text(errno));
+#endif
+  if (::link(temporary_.c_str(), target_.c_str()) != 0)
+    throw OutputError(target_ + ": cannot rename the temporary file " + temporary_ + " into place: " + errno_text(errno));
+  ::unlink(temporary_.c_str());
 }
 
 void AtomicOutput::abandon() noexcept {

@@ -30,10 +30,17 @@ void install_cleanup_handlers();
 
 // Removes the registered temporary files; async-signal-safe, for handlers that end the process.
 void remove_temporary_from_signal_handler() noexcept;
+// Registers a temporary file (by name) for those handlers; returns a slot for disarming, or -1
+// where none is left (the next run's sweep of stale temporaries then removes a leftover).
+// AtomicOutput registers its own; a parted output's ranks register each other's parts.
+int arm_temporary_cleanup(const std::string& path);
+void disarm_temporary_cleanup(int slot);
 
 // The name of the temporary file for `target` without its random suffix: "<dir>/.<name>.blockmm-tmp.<host>.<pid>."
 // (<name> shortened and hashed when the whole would pass NAME_MAX). Exposed for tests and docs.
 std::string temporary_prefix(const std::string& target, const std::string& host, long pid);
+// This host's name as it appears in temporary names ([A-Za-z0-9_-], at most 32 characters).
+std::string temporary_host_tag();
 
 // UsageError (exit 2) when `output` is the same file as one of `inputs` (same device and inode,
 // through any path), or names the same directory entry. `what` names the output in the message
@@ -56,12 +63,19 @@ class AtomicOutput {
   // The temporary file's name (for messages), or the target itself when it is a character device.
   const std::string& temporary_path() const { return temporary_; }
   bool writes_in_place() const { return in_place_; }
+  // The temporary file's identity (device and inode, as rank 0's fstat saw it).
+  std::uint64_t device() const { return device_; }
+  std::uint64_t inode() const { return inode_; }
   const std::string& target() const { return target_; }
 
   // A name by which a library that opens files by name (libhdf5) reaches the file rank 0 created,
   // whatever its directory entry points at by then: /proc/self/fd/N on rank 0 (the temporary name
   // where /proc is missing, or on other ranks).
   std::string path_for_library() const;
+
+  // tmpfs_huge_settings() of the temporary file (rank 0's view, broadcast at creation; "" where
+  // it is not on tmpfs or written in place).
+  const std::string& tmpfs_huge_settings() const { return tmpfs_settings_; }
 
   // OutputError when the temporary name no longer holds the file rank 0 created (someone swapped
   // it for a link or another file); rank 0 only (a no-op elsewhere). Cheap: writers call it before
@@ -77,21 +91,34 @@ class AtomicOutput {
   // Collective: a writer of the temporary file (rank 0: through its descriptor; other ranks: the
   // name, refusing links and any file but the one rank 0 created).
   std::unique_ptr<FileWriter> open_writer() const;
-  // Collective: the same, for a file of (at least) `bytes` bytes written by policy.threads
-  // copying threads per rank. Rank 0 first reserves the file's storage (fallocate: a full disk or a
-  // file-size limit is an OutputError here, exit 4, before any compute), then each rank maps
-  // the file and copies into the map (mapped_writer.hpp). Where the file system cannot reserve,
-  // the target is written in place (a character device), ranks use MPI-IO or policy.threads is 0
-  // (one pwrite stream), it is open_writer().
-  std::unique_ptr<FileWriter> open_writer(std::int64_t bytes, const WriterPolicy& policy) const;
+  // Collective: the same, for a file of (at least) `bytes` bytes written under `policy`. Where
+  // the file will be mapped (will_map(): by default on tmpfs), rank 0 first reserves the file's
+  // storage (fallocate: a full disk or a file-size limit is an OutputError here, exit 4, before
+  // any compute), then each rank maps the file and copies into the map (mapped_writer.hpp).
+  // Where the file system cannot reserve, the target is written in place (a character device),
+  // ranks use MPI-IO or the map is not chosen, it is open_writer().
+  std::unique_ptr<FileWriter> open_writer(std::int64_t bytes, const WritePolicy& policy, bool hdf5) const;
 
   // Collective, after every rank has closed its writer: rank 0 checks the temporary name still
   // holds the file written, gives it the existing target's permissions (or those a new file gets
-  // from the umask), renames it over the target and syncs the directory; all ranks learn the outcome.
+  // from the umask), renames it over the target and syncs the directory; all ranks learn the
+  // outcome. Where the target replaced was a parted output, its part files are removed after the
+  // rename (output_parts.hpp), except those of `kept_part_generation` (the new output's own).
+  // `replace` false: an existing target is never replaced (the commit fails instead); `mode` >= 0:
+  // these permissions instead (a part file takes its main file's).
+  struct CommitOptions {
+    bool replace = true;
+    int mode = -1;
+    std::string kept_part_generation;
+  };
   void commit();
+  void commit(const CommitOptions& options);
+  // Rank 0: the permissions commit() gives the file (the existing target's, or a new file's).
+  unsigned final_mode() const;
   void abandon() noexcept;
 
  private:
+  void rename_without_replacing() const;
   const comm::Communicator& comm_;
   std::string target_;
   std::string temporary_;
@@ -102,6 +129,7 @@ class AtomicOutput {
   int cleanup_slot_ = -1;
   bool done_ = false;
   bool in_place_ = false;
+  std::string tmpfs_settings_;
 };
 
 }  // namespace blockmm::io

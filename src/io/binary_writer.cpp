@@ -6,6 +6,8 @@
 // (mapped_writer.hpp); across nodes through MPI_File_write_at.
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -18,13 +20,13 @@
 namespace blockmm::io {
 
 std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
-                                                        const WriterPolicy& policy);
+                                                        const OutputPolicy& policy);
 
 namespace {
 
 class BinaryProductWriter final : public ProductWriter {
  public:
-  BinaryProductWriter(const std::string& target, const comm::Communicator& comm, const WriterPolicy& policy)
+  BinaryProductWriter(const std::string& target, const comm::Communicator& comm, const OutputPolicy& policy)
       : comm_(comm), output_(target, comm), policy_(policy) {}
 
   // Collective: the file's size is known from here on, so its storage is reserved here. `shape`
@@ -39,7 +41,10 @@ class BinaryProductWriter final : public ProductWriter {
                           " non-zero blocks, more than the binary format's int32 k can hold; write HDF5 (.h5) instead");
       output_.check_not_replaced();  // fail before the numeric phase, not after it
     });
-    file_ = output_.open_writer(kHeaderBytes + total_tiles * stride_, policy_);
+    settings_ = output_.tmpfs_huge_settings();
+    file_ = output_.open_writer(kHeaderBytes + total_tiles * stride_, policy_.write, false);
+    // This rank's records, prepared ahead beside the compute (tmpfs; mapped_writer.hpp).
+    file_->prepare_ahead({{kHeaderBytes + first_tile * stride_, pattern.tiles() * stride_}}, policy_.prepare_ahead_threads);
     comm_.run_phase([&] {
       if (!comm_.is_root()) return;
       const std::int32_t header[3] = {shape.n, shape.m, static_cast<std::int32_t>(total_tiles)};
@@ -64,11 +69,13 @@ class BinaryProductWriter final : public ProductWriter {
   }
 
   std::int64_t bytes_written() const override { return written_; }
+  OutputReport report() const override { return output_report(file_.get(), settings_); }
 
  private:
   const comm::Communicator& comm_;
   AtomicOutput output_;
-  WriterPolicy policy_;
+  OutputPolicy policy_;
+  std::string settings_;  // tmpfs_huge_settings() of the temporary
   std::unique_ptr<FileWriter> file_;
   std::int64_t stride_ = 0;
   std::int64_t first_tile_ = 0;
@@ -128,15 +135,42 @@ std::string output_name_warning(const std::string& target, OutputFormat chosen) 
 }
 
 std::unique_ptr<ProductWriter> make_product_writer(OutputFormat format, const std::string& target,
-                                                   const comm::Communicator& comm, const WriterPolicy& policy) {
-  // HDF5 into the map was slower than one pwrite stream, also on tmpfs (its records pass through
-  // a staging copy first; bench/NOTES.md item 10), so only when asked for.
-  if (format == OutputFormat::hdf5) {
-    WriterPolicy hdf5 = policy;
-    if (!policy.map_any_file) hdf5.threads = 0;
-    return make_hdf5_product_writer(target, comm, hdf5);
-  }
+                                                   const comm::Communicator& comm, const OutputPolicy& policy) {
+  if (format == OutputFormat::hdf5) return make_hdf5_product_writer(target, comm, policy);
   return std::make_unique<BinaryProductWriter>(target, comm, policy);
+}
+
+OutputReport output_report(const FileWriter* file, const std::string& tmpfs_settings) {
+  OutputReport report;
+  report.tmpfs_settings = tmpfs_settings;
+  if (file == nullptr) return report;
+  const WriterReport w = file->report();
+  report.mapped = w.mapped;
+  report.threads = w.threads;
+  report.huge_extents = w.huge_extents;
+  report.small_extents = w.small_extents;
+  return report;
+}
+
+OutputPolicy output_policy(const WritePolicy& write, int rank_threads, const std::string& parts) {
+  OutputPolicy policy;
+  policy.write = write;
+  // Only where the rank has cores to spare: on 2 cores the preparing threads would take them from the compute.
+  policy.prepare_ahead_threads = rank_threads >= kMinDefaultMapThreads ? policy.write.threads : 0;
+  if (parts == "auto") {
+    policy.parts = OutputPolicy::kPartsAuto;
+  } else if (parts == "off") {
+    policy.parts = OutputPolicy::kPartsOff;
+  } else {
+    char* end = nullptr;
+    errno = 0;
+    const long count = std::strtol(parts.c_str(), &end, 10);
+    if (parts.empty() || errno != 0 || *end != '\0' || count < 1 || count > OutputPolicy::kMaxParts)
+      throw UsageError("--parts '" + escape_control_characters(parts) + "' must be auto, off or a count from 1 to " +
+                       std::to_string(OutputPolicy::kMaxParts));
+    policy.parts = static_cast<int>(count);
+  }
+  return policy;
 }
 
 }  // namespace blockmm::io

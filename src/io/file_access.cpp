@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <vector>
 
 #include "comm/mpi_check.hpp"
 #include "core/error.hpp"
@@ -177,15 +178,23 @@ std::string replaced_text(const std::string& path, const std::string& shown) {
          " was replaced by another file or link while blockmm ran; nothing was written through it";
 }
 
+MapChoice map_choice(int fd, const WritePolicy& policy, bool hdf5) {
+  MapChoice choice;
+  choice.pwrite_forced = policy.pwrite_only;
+  choice.threads_forced = policy.threads_forced;
+  choice.tmpfs = on_tmpfs(fd);
+  choice.huge = policy.huge && huge_folios_possible(fd);
+  choice.hdf5 = hdf5;
+  choice.threads = policy.threads;
+  return choice;
+}
+
 // Takes `fd`: a mapped writer when `map_bytes` were reserved and the file maps, else pwrite.
-std::unique_ptr<FileWriter> posix_or_mapped_writer(int fd, const std::string& shown, std::int64_t map_bytes, int threads,
-                                                   bool map_any_file) {
+std::unique_ptr<FileWriter> posix_or_mapped_writer(int fd, const std::string& shown, std::int64_t map_bytes,
+                                                   const WritePolicy& policy, bool hdf5) {
   auto plain = std::make_unique<PosixWriter>(fd, shown);  // owns fd until a mapped writer does
-  // By default only on tmpfs: on the 16-core H200 node (bench/NOTES.md, item 10) the map with
-  // 4-16 threads wrote 2 GB into tmpfs at 2.7-2.9 GB/s against one pwrite stream's 2.3, but to
-  // the local disk at 1.3 GB/s against pwrite's 1.9.
-  if (map_bytes <= 0 || !(map_any_file || on_tmpfs(fd))) return plain;
-  std::unique_ptr<FileWriter> mapped = make_mapped_writer(fd, map_bytes, threads, shown);
+  if (map_bytes <= 0 || !maps_output(map_choice(fd, policy, hdf5))) return plain;
+  std::unique_ptr<FileWriter> mapped = make_mapped_writer(fd, map_bytes, policy.threads, shown, policy.huge);
   if (mapped == nullptr) return plain;
   plain->release();
   return mapped;
@@ -205,8 +214,8 @@ bool names_file(const std::string& path, std::uint64_t inode) {
 
 std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
                                                   const comm::Communicator& comm, int held, std::uint64_t device,
-                                                  std::uint64_t inode, std::int64_t map_bytes, int threads,
-                                                  bool map_any_file) {
+                                                  std::uint64_t inode, std::int64_t map_bytes,
+                                                  const WritePolicy& policy, bool hdf5) {
   if (use_mpi_io(comm)) {
     // MPI-IO opens by name on every node and cannot refuse links: check the name before and
     // after. (A swap in between is still caught by the commit's check on rank 0.) The open is
@@ -220,7 +229,7 @@ std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const
   if (held >= 0) {
     const int fd = ::fcntl(held, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) throw OutputError(shown_name + ": cannot duplicate the descriptor of " + path + ": " + std::strerror(errno));
-    return posix_or_mapped_writer(fd, shown_name, map_bytes, threads, map_any_file);
+    return posix_or_mapped_writer(fd, shown_name, map_bytes, policy, hdf5);
   }
   // O_NONBLOCK: a FIFO put in its place must not block the open. O_RDWR: a shared map needs it.
   const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -236,7 +245,34 @@ std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const
       not_the_temporary(path, shown_name);
     closes_on_error.release();
   }
-  return posix_or_mapped_writer(fd, shown_name, map_bytes, threads, map_any_file);
+  return posix_or_mapped_writer(fd, shown_name, map_bytes, policy, hdf5);
+}
+
+bool will_map(int fd, const WritePolicy& policy, bool hdf5) { return maps_output(map_choice(fd, policy, hdf5)); }
+
+void FileWriter::write_fields(const std::byte* records, std::int64_t count, std::int64_t stride,
+                              const std::vector<FieldCopy>& fields) {
+  // Records in pieces of bounded staging memory, each read once: every field of a piece staged,
+  // then each field's piece written at its place.
+  constexpr std::int64_t kStagingBytes = std::int64_t{8} << 20;
+  std::int64_t field_bytes = 0;
+  for (const FieldCopy& field : fields) field_bytes += field.bytes;
+  if (field_bytes <= 0) return;
+  const std::int64_t per_piece = std::max<std::int64_t>(1, kStagingBytes / field_bytes);
+  std::vector<std::vector<std::byte>> staging(fields.size());
+  for (std::int64_t done = 0; done < count;) {
+    const std::int64_t c = std::min(per_piece, count - done);
+    for (std::size_t f = 0; f < fields.size(); ++f) staging[f].resize(static_cast<std::size_t>(c * fields[f].bytes));
+    for (std::int64_t t = 0; t < c; ++t) {
+      const std::byte* record = records + (done + t) * stride;
+      for (std::size_t f = 0; f < fields.size(); ++f)
+        std::memcpy(staging[f].data() + t * fields[f].bytes, record + fields[f].record_offset,
+                    static_cast<std::size_t>(fields[f].bytes));
+    }
+    for (std::size_t f = 0; f < fields.size(); ++f)
+      if (fields[f].bytes > 0) write_at(fields[f].file_offset + done * fields[f].bytes, staging[f].data(), c * fields[f].bytes);
+    done += c;
+  }
 }
 
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path) {

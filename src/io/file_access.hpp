@@ -2,9 +2,12 @@
 // ranks). Sizes are int64 throughout; MPI's int counts are handled by writing in pieces.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/communicator.hpp"
 
@@ -18,12 +21,52 @@ class FileReader {
   virtual bool concurrent() const { return false; }
 };
 
+// How a rank writes its output files (write_policy(), mapped_writer.hpp, from the settings the
+// driver read once), passed down to the writers.
+struct WritePolicy {
+  int threads = 1;               // copying threads where mapped
+  bool threads_forced = false;   // a count asked for (BLOCKMM_WRITE_THREADS): mapped on any file system
+  bool huge = true;              // huge folios on tmpfs where the kernel makes them (BLOCKMM_HUGE_OUTPUT)
+  bool pwrite_only = false;      // never the map (BLOCKMM_IO=pwrite)
+  bool tmpfs_fallocate = false;  // tmpfs reserved by fallocate (BLOCKMM_TMPFS_FALLOCATE)
+};
+
+// One field of a record copied to its own place in a file: bytes [record_offset, record_offset +
+// bytes) of record t go to file_offset + t * bytes (an HDF5 output's block-column into /indices,
+// its values into /data).
+struct FieldCopy {
+  std::int64_t record_offset = 0;
+  std::int64_t bytes = 0;
+  std::int64_t file_offset = 0;
+};
+
+// How a writer wrote, for --stats.
+struct WriterReport {
+  bool mapped = false;            // copied into shared maps (else pwrite or MPI-IO)
+  int threads = 1;                // copying threads
+  std::int64_t huge_extents = 0;  // 2 MiB extents of tmpfs made one huge folio before the copy
+  std::int64_t small_extents = 0; // whole 2 MiB extents that stayed in 4 KiB pages
+};
+
 class FileWriter {
  public:
   virtual ~FileWriter() = default;
   virtual void write_at(std::int64_t offset, const void* source, std::int64_t bytes) = 0;
+  // Scatters the fields of `count` records of `stride` bytes (FieldCopy). The default stages each
+  // field in bounded pieces and writes it with write_at; a mapped writer copies straight into the
+  // file's pages with its threads.
+  virtual void write_fields(const std::byte* records, std::int64_t count, std::int64_t stride,
+                            const std::vector<FieldCopy>& fields);
+  // The byte ranges this rank will write, said ahead: a mapped writer on tmpfs prepares their
+  // pages (huge folios where it can) on `threads` threads of its own beside the compute, so that
+  // the writes find them; others ignore it. Ranges must lie inside the file.
+  virtual void prepare_ahead(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges, int threads) {
+    (void)ranges;
+    (void)threads;
+  }
   // Collective: flush to stable storage and close.
   virtual void sync_and_close() = 0;
+  virtual WriterReport report() const { return {}; }
 };
 
 // Collective under MPI (every rank opens). Errors are InputError (reader) / OutputError (writer).
@@ -37,13 +80,14 @@ std::unique_ptr<FileWriter> open_writer(const std::string& path, const std::stri
 // `inode` (and `device` on POSIX paths, which share rank 0's view of the file system): a name
 // swapped for a link or another file is an OutputError, never written through.
 // `map_bytes` > 0: the first map_bytes of the file are reserved (mapped_writer.hpp), and on POSIX
-// paths the writer copies into a shared map of them with `threads` threads (plain pwrite where
-// mmap fails); MPI-IO and map_bytes <= 0 write as before.
-// `map_any_file`: the map on any file system, not only tmpfs (WriterPolicy::map_any_file).
+// paths the writer copies into shared maps of them where maps_output() says so for `policy` and
+// this file (plain pwrite where mmap fails); MPI-IO and map_bytes <= 0 write as before.
 std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const std::string& shown_name,
                                                   const comm::Communicator& comm, int held, std::uint64_t device,
-                                                  std::uint64_t inode, std::int64_t map_bytes = 0, int threads = 1,
-                                                  bool map_any_file = false);
+                                                  std::uint64_t inode, std::int64_t map_bytes = 0,
+                                                  const WritePolicy& policy = {}, bool hdf5 = false);
+// Whether rank 0 should reserve a file it holds as `fd` for a mapped writer under `policy`.
+bool will_map(int fd, const WritePolicy& policy, bool hdf5);
 
 // Whether writers of this run's files use MPI-IO (comm::Communicator::file_access).
 bool writes_through_mpi_io(const comm::Communicator& comm);

@@ -80,6 +80,26 @@ struct BsrLayout {
 BsrLayout create_bsr_file(const std::string& path, const std::string& shown, const BsrHeader& header,
                           std::int64_t* metadata_bytes = nullptr);
 
+// A parted output (docs/output.md, output_parts.hpp): the main file holds /indptr and virtual
+// /indices and /data whose blocks [first, first + blocks) of each part are that part file's own
+// /indices and /data. Part files are named by their file name alone, in the main file's folder.
+struct BsrPartSpec {
+  std::string name;  // the part file's name (no folder)
+  std::int64_t first = 0;
+  std::int64_t blocks = 0;  // at least 1
+};
+// The main file: a 512-byte user block (left zero: the caller writes parts_user_block() into it),
+// the attributes of create_bsr_file and parts = P, /indptr contiguous and allocated (its offset
+// returned), /indices (fill value -1) and /data virtual over `parts`.
+BsrLayout create_parted_bsr_file(const std::string& path, const std::string& shown, const BsrHeader& header,
+                                 const std::vector<BsrPartSpec>& parts, std::int64_t* metadata_bytes = nullptr);
+// Part file `index` of `parts`: attributes format = "blockmm-bsr-part", version = 1, generation,
+// part, parts, first, nnzb (its blocks) and m; /indices int32 [blocks] and /data [blocks, m, m]
+// (the width of `header`) contiguous and allocated (their offsets returned).
+BsrLayout create_bsr_part_file(const std::string& path, const std::string& shown, const BsrHeader& header,
+                               const std::string& generation, int index, int parts, const BsrPartSpec& part,
+                               std::int64_t* metadata_bytes = nullptr);
+
 // Writes the contents of a file made by create_bsr_file through `file` (any rank, any order of
 // disjoint parts). Not thread-safe; one writer per rank.
 class BsrContentWriter {
@@ -88,7 +108,9 @@ class BsrContentWriter {
   // indptr[first_row, first_row + count).
   void write_indptr(std::int64_t first_row, const std::int64_t* values, std::int64_t count);
   // Blocks [first_block, first_block + count) from records of the header's width: their
-  // block-columns into /indices and their values into /data (the records' rows are not stored).
+  // block-columns into /indices and their values into /data (the records' rows are not stored),
+  // through FileWriter::write_fields. For a part file, blocks are numbered within the part and
+  // the header's nnzb is the part's.
   void write_records(std::int64_t first_block, std::int64_t count, const std::byte* records);
   std::int64_t bytes_written() const { return written_; }
 
@@ -96,8 +118,6 @@ class BsrContentWriter {
   FileWriter& file_;
   BsrHeader header_;
   BsrLayout layout_;
-  std::vector<std::byte> values_;   // staging, bounded
-  std::vector<std::int32_t> cols_;  // staging, bounded
   std::int64_t written_ = 0;
 };
 

@@ -6,6 +6,9 @@
 // across nodes). No rank buffers its panel or waits for another, and
 // C is never gathered. All of it goes into the AtomicOutput temporary, renamed in finish() once
 // every rank has succeeded.
+// A parted output (--parts, docs/output.md) keeps /indptr in that file and the blocks in part
+// files beside it, several a rank (part_files.hpp): the main file's /indices and /data are
+// virtual datasets over them. The parts are renamed into place first, the main file last.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -15,12 +18,14 @@
 #include "io/atomic_output.hpp"
 #include "io/file_access.hpp"
 #include "io/hdf5_bsr.hpp"
+#include "io/output_parts.hpp"
+#include "io/part_files.hpp"
 #include "io/product_writer.hpp"
 
 namespace blockmm::io {
 
 std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
-                                                        const WriterPolicy& policy);
+                                                        const OutputPolicy& policy);
 
 namespace {
 
@@ -28,8 +33,21 @@ namespace {
 
 class Hdf5ProductWriter final : public ProductWriter {
  public:
-  Hdf5ProductWriter(const std::string& target, const comm::Communicator& comm, const WriterPolicy& policy)
-      : comm_(comm), output_(target, comm), policy_(policy) {}
+  Hdf5ProductWriter(const std::string& target, const comm::Communicator& comm, const OutputPolicy& policy)
+      : comm_(comm), output_(target, comm), policy_(policy) {
+    // Part files need room for their names beside OUT's (output_parts.hpp): checked before the work.
+    comm_.run_phase([&] {
+      const std::size_t slash = target.rfind('/');
+      const std::size_t length = target.size() - (slash == std::string::npos ? 0 : slash + 1);
+      const std::size_t longest = longest_parted_base(temporary_host_tag());
+      if (length <= longest || policy_.parts == OutputPolicy::kPartsOff) return;
+      if (policy_.parts != OutputPolicy::kPartsAuto)
+        throw UsageError(target + ": --parts needs an output name of at most " + std::to_string(longest) +
+                         " bytes here, to name its part files");
+      policy_.parts = OutputPolicy::kPartsOff;
+    });
+    if (output_.writes_in_place()) policy_.parts = OutputPolicy::kPartsOff;  // a device holds one stream
+  }
 
   void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& pattern) override {
     // Collectives first, then checks inside run_phase: a rank that throws must not leave the
@@ -43,12 +61,31 @@ class Hdf5ProductWriter final : public ProductWriter {
     header_.m = shape.m;
     header_.nnzb = total_tiles;
     header_.width = ValueWidth::u32;
+    const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
+    // Parts: how many each rank writes (none: one file).
+    std::vector<std::int64_t> counts;
+    comm_.run_phase([&] {
+      const int mine = parts_for_rank(policy_, comm_.size(), total_tiles * (4 + value_bytes),
+                                      !output_.tmpfs_huge_settings().empty(), pattern.tiles(),
+                                      pattern.tiles() * (4 + value_bytes));
+      counts = comm_.gather_all(std::int64_t{mine});
+    });
+    std::int64_t parts = 0;
+    for (std::int64_t c : counts) parts += c;
+    if (parts >= 2) {
+      const std::vector<std::int64_t> firsts = comm_.gather_all(first_tile);
+      part_files_ = std::make_unique<PartFiles>(output_.target(), comm_, header_, counts, firsts, tiles, policy_);
+    }
+
     std::string layout_text;
     comm_.run_phase([&] {
       if (!comm_.is_root()) return;
       std::int64_t metadata = 0;
       try {
-        layout_text = create_bsr_file(output_.path_for_library(), output_.target(), header_, &metadata).encode();
+        layout_text = (part_files_ != nullptr ? create_parted_bsr_file(output_.path_for_library(), output_.target(),
+                                                                       header_, part_files_->specs(), &metadata)
+                                              : create_bsr_file(output_.path_for_library(), output_.target(), header_, &metadata))
+                          .encode();
       } catch (const OutputError&) {
         output_.check_not_replaced();  // the clearer reason, when it is one
         throw;
@@ -59,10 +96,14 @@ class Hdf5ProductWriter final : public ProductWriter {
     const BsrLayout layout = BsrLayout::decode(layout_text);
 
     // The datasets' storage ends the file (rank 0's fstat in open_writer covers any metadata after it).
-    const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
-    const std::int64_t end = std::max({layout.indptr + 8 * (std::int64_t{header_.block_rows()} + 1),
-                                       layout.indices + 4 * header_.nnzb, layout.data + value_bytes * header_.nnzb});
-    file_ = output_.open_writer(end, policy_);
+    std::int64_t end = layout.indptr + 8 * (std::int64_t{header_.block_rows()} + 1);
+    if (part_files_ == nullptr)
+      end = std::max({end, layout.indices + 4 * header_.nnzb, layout.data + value_bytes * header_.nnzb});
+    file_ = output_.open_writer(end, policy_.write, true);
+    if (part_files_ == nullptr)  // this rank's blocks, prepared ahead beside the compute (tmpfs)
+      file_->prepare_ahead({{layout.indices + 4 * first_tile, 4 * pattern.tiles()},
+                            {layout.data + value_bytes * first_tile, value_bytes * pattern.tiles()}},
+                           policy_.prepare_ahead_threads);
     comm_.run_phase([&] {
       content_ = std::make_unique<BsrContentWriter>(*file_, header_, layout);
       row_begin_ = pattern.row_begin;
@@ -70,6 +111,11 @@ class Hdf5ProductWriter final : public ProductWriter {
       first_tile_ = first_tile;
       labels_ = pattern.labels;
       pieces_.reset(labels_, record_bytes<std::uint32_t>(header_.m));
+      if (part_files_ != nullptr && comm_.is_root()) {
+        // The main file's record of its parts, in its user block (output_parts.hpp).
+        const std::string record = parts_user_block(part_files_->generation(), static_cast<int>(parts));
+        file_->write_at(0, record.data(), static_cast<std::int64_t>(record.size()));
+      }
       write_indptr(pattern);
     });
   }
@@ -77,10 +123,13 @@ class Hdf5ProductWriter final : public ProductWriter {
   void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
     check_records(first_tile, count, records);
     pieces_.write(first_tile, count, records, [this](std::int64_t first, std::int64_t c, const std::byte* bytes) {
-      content_->write_records(first_tile_ + first, c, bytes);
+      if (part_files_ != nullptr)
+        part_files_->write(first_tile_ + first, c, bytes);
+      else
+        content_->write_records(first_tile_ + first, c, bytes);
     });
     tiles_written_ += count;
-    written_ += count * (4 + 4 * header_.block_values());
+    if (part_files_ == nullptr) written_ += count * (4 + 4 * header_.block_values());
   }
 
   void finish() override {
@@ -93,10 +142,30 @@ class Hdf5ProductWriter final : public ProductWriter {
                  std::to_string(header_.nnzb) + " blocks");
       file_->sync_and_close();
     });
-    output_.commit();
+    if (part_files_ == nullptr) {
+      output_.commit();
+      return;
+    }
+    // The parts first, under names no file had (never over one), with the main file's
+    // permissions; then the main file over the target, taking the replaced output's parts with it.
+    part_files_->close();
+    std::string mode;
+    if (comm_.is_root()) mode = std::to_string(output_.final_mode());
+    comm_.broadcast(mode, 0);
+    part_files_->commit(static_cast<unsigned>(std::stoul(mode)));
+    AtomicOutput::CommitOptions options;
+    options.kept_part_generation = part_files_->generation();
+    output_.commit(options);
+    part_files_->confirm();
   }
 
-  std::int64_t bytes_written() const override { return written_; }
+  std::int64_t bytes_written() const override {
+    return written_ + (part_files_ != nullptr ? part_files_->bytes_written() : 0);
+  }
+  OutputReport report() const override {
+    if (part_files_ != nullptr) return part_files_->report();
+    return output_report(file_.get(), output_.tmpfs_huge_settings());
+  }
 
  private:
   // The panels must tile [0, p) in rank order, and this rank's pattern must be a CSR of its
@@ -197,7 +266,8 @@ class Hdf5ProductWriter final : public ProductWriter {
 
   const comm::Communicator& comm_;
   AtomicOutput output_;
-  WriterPolicy policy_;
+  OutputPolicy policy_;
+  std::unique_ptr<PartFiles> part_files_;  // a parted output's parts (destroyed after output_'s writer)
   std::unique_ptr<FileWriter> file_;
   std::unique_ptr<BsrContentWriter> content_;
   BsrHeader header_;
@@ -213,7 +283,7 @@ class Hdf5ProductWriter final : public ProductWriter {
 }  // namespace
 
 std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& target, const comm::Communicator& comm,
-                                                        const WriterPolicy& policy) {
+                                                        const OutputPolicy& policy) {
   return std::make_unique<Hdf5ProductWriter>(target, comm, policy);
 }
 

@@ -15,29 +15,36 @@
 
 namespace blockmm::io {
 
-// Copying threads a rank may use by default, and the fewest for which the map pays by default:
-// below that one pwrite stream is as fast into tmpfs (a fresh page is cleared when first touched
-// through a map, never by pwrite), and on a local disk pwrite beat the map (bench/NOTES.md item 10).
+// How a rank writes (WritePolicy, file_access.hpp), from the settings the driver read once:
+// `requested_threads` copying threads where mapped (0: min(rank_threads, 8), at least 1; a count
+// asked for by name maps on any file system and HDF5 too), huge folios on tmpfs or not,
+// `pwrite_only` never mapped, `tmpfs_fallocate` reserving tmpfs by fallocate (comparisons).
 constexpr int kMaxWriteThreads = 64;
+WritePolicy write_policy(int requested_threads, bool huge, bool pwrite_only, bool tmpfs_fallocate, int rank_threads);
+
+// Whether a file is written through shared maps (else one pwrite stream). By default only on
+// tmpfs by a rank of kMinDefaultMapThreads or more threads: to the local disk one pwrite stream
+// was faster (bench/NOTES.md item 10), and so it was on the 2-core VM (2.3 GB/s against 1.5-1.6
+// for the map in 4 KiB pages; item 33: 1-2.5 against 0.2-1 in huge folios). There binary output
+// is mapped, and HDF5 output where it goes into huge folios (in 4 KiB pages it lost to pwrite).
 constexpr int kMinDefaultMapThreads = 4;
-
-// How a rank writes its output: the copying threads (0: one pwrite stream), and where the map
-// serves. Chosen once, by writer_policy(), and handed to the writers.
-struct WriterPolicy {
-  int threads = 0;
-  // Threads asked for by name: the map serves any file system and HDF5 too; by default only
-  // binary output into tmpfs is mapped (where it was measured faster).
-  bool map_any_file = false;
-  // tmpfs storage reserved by fallocate as on other file systems (for comparisons).
-  bool tmpfs_fallocate = false;
+struct MapChoice {
+  bool pwrite_forced = false;   // BLOCKMM_IO=pwrite
+  bool mappable = true;         // a regular file, not written through MPI-IO, its size reserved
+  bool threads_forced = false;
+  bool tmpfs = false;
+  bool huge = false;            // huge folios wanted and possible there (huge_folios_possible)
+  bool hdf5 = false;
+  int threads = 1;
 };
-
-// `requested_threads`: 0 to choose (min(rank_threads, 8) when that is at least
-// kMinDefaultMapThreads, else one pwrite stream), or 1 to kMaxWriteThreads, mapped on any file.
-// `pwrite_only`: never the map.
-WriterPolicy writer_policy(int requested_threads, bool pwrite_only, bool tmpfs_fallocate, int rank_threads);
-
+bool maps_output(const MapChoice& choice);
 bool on_tmpfs(int fd);
+// Whether the kernel can put this file's pages in huge folios: a tmpfs, MADV_COLLAPSE and
+// MADV_POPULATE_WRITE known (Linux 6.1), and shmem_enabled not "deny".
+bool huge_folios_possible(int fd);
+// What decides huge pages for new tmpfs pages, for --stats: "shmem_enabled=never huge=never"
+// (the sysfs setting and the mount's huge= option); "" where `fd` is not on tmpfs.
+std::string tmpfs_huge_settings(int fd);
 
 // Reserves bytes [0, bytes) of the regular file `fd` (Linux fallocate, mode 0: the size grows to
 // `bytes` when smaller; contents already there stay). Returns false where the file system cannot
@@ -54,11 +61,14 @@ bool populate_reports_errors();
 
 // A writer of bytes [0, size) of `fd` (which it takes, open read-write, on a regular file whose
 // first `size` bytes are reserved): each write_at of 256 KiB or more maps its range MAP_SHARED,
-// copies into it with `threads` threads (the caller's counts as one) and unmaps it; smaller ones,
-// and a range that cannot be mapped, are pwrite(2). write_at is synchronous: when it returns the
-// bytes are in the file's pages (the source may be reused). Calls are serialised.
-// sync_and_close fsyncs and closes. Returns null (and takes nothing) where the file cannot be
-// mapped at all: the caller falls back to pwrite.
-std::unique_ptr<FileWriter> make_mapped_writer(int fd, std::int64_t size, int threads, const std::string& shown);
+// has its pages prepared (huge folios on tmpfs where `huge` and the kernel can) and copied into
+// by `threads` threads (the caller's counts as one), and unmaps it; write_fields scatters records
+// the same way; smaller writes, and a range that cannot be mapped, are pwrite(2). prepare_ahead
+// prepares the pages of ranges said ahead on threads of its own (tmpfs only). Writes are
+// synchronous: when they return the bytes are in the file's pages (the source may be reused).
+// Calls are serialised. sync_and_close fsyncs and closes. Returns null (and takes nothing) where
+// the file cannot be mapped at all: the caller falls back to pwrite.
+std::unique_ptr<FileWriter> make_mapped_writer(int fd, std::int64_t size, int threads, const std::string& shown,
+                                               bool huge = true);
 
 }  // namespace blockmm::io

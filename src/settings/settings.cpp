@@ -30,6 +30,8 @@ const std::vector<Variable> kTable = {
     {"BLOCKMM_WHOLE_INPUTS", Audience::developer, "0|1", "the reference backend builds whole inputs on every rank, as the cuda backend does"},
     {"BLOCKMM_MPI_PIECE_BYTES", Audience::developer, "8..2^30-1", "largest piece of one MPI call (default 1 GiB), so tests cross pieces"},
     {"BLOCKMM_TMPFS_FALLOCATE", Audience::developer, "0|1", "1: reserve tmpfs output with fallocate (the old way), for comparisons"},
+    {"BLOCKMM_HUGE_OUTPUT", Audience::developer, "0|1",
+     "0: output on tmpfs stays in 4 KiB pages instead of 2 MiB folios (for comparisons)"},
     {"BLOCKMM_WORKERS", Audience::developer, "1..64",
      "backends a process drives (default: one a GPU it uses; host backends one): several host backends run the "
      "multi-GPU paths without a GPU"},
@@ -163,6 +165,7 @@ Settings Settings::read(const Lookup& lookup) {
     return true;
   });
   r.read("BLOCKMM_TMPFS_FALLOCATE", [&](const std::string& t) { return parse_flag(t, s.tmpfs_fallocate); });
+  r.read("BLOCKMM_HUGE_OUTPUT", [&](const std::string& t) { return parse_flag(t, s.huge_output); });
   r.read("BLOCKMM_WORKERS", [&](const std::string& t) {
     long long v = 0;
     if (!parse_integer(t, 1, 64, v)) return false;

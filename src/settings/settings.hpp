@@ -60,6 +60,7 @@ struct Settings {
   bool reference_whole_inputs = false; // BLOCKMM_WHOLE_INPUTS
   std::int64_t mpi_piece_bytes = 0;    // BLOCKMM_MPI_PIECE_BYTES, 0: 1 GiB
   bool tmpfs_fallocate = false;        // BLOCKMM_TMPFS_FALLOCATE
+  bool huge_output = true;             // BLOCKMM_HUGE_OUTPUT
   int workers = 0;                     // BLOCKMM_WORKERS, 0: one a GPU it uses (host backends: one)
   int b_panels = 0;                    // BLOCKMM_B_PANELS, 0: as the backends' memory requires
   CudaOverrides cuda;

@@ -4,8 +4,11 @@
 For random inputs (m = 1, odd m, empty product, saturating values) this runs
 `blockmm A B C.h5` and `blockmm A B C.bin`, loads C.h5 into scipy.sparse.bsr_matrix exactly as
 the README says, parses C.bin with numpy (no blockmm code), and checks both against a dense
-uint64 product computed here. It also stores A as scipy's own BSR arrays through h5py and checks
-that blockmm gives the same product from it. Exit 0 pass, 1 fail, 77 skip (no h5py or scipy).
+uint64 product computed here. The same product written in parts (`--parts 3`: virtual datasets
+over part files, docs/output.md) is loaded by the same recipe from another working directory, by
+a relative name, and must be the same matrix. It also stores A as scipy's own BSR arrays through
+h5py and checks that blockmm gives the same product from it. Exit 0 pass, 1 fail, 77 skip (no
+h5py or scipy).
 
 usage: check_scipy.py BLOCKMM_BIN
 """
@@ -110,6 +113,22 @@ def check_case(blockmm, work, rng, n, m, density, high):
     assert np.array_equal(dense(n, m, records), expected), "C.bin differs from the dense product"
     # Same blocks, same order: the binary records are the BSR blocks row by row.
     assert np.array_equal(from_h5.indices, records["j"]) and np.array_equal(from_h5.data, records["v"])
+
+    # In parts, read by the README's recipe from another folder through a relative name: libhdf5
+    # finds the part files beside C.h5, wherever the reader runs.
+    parted_dir = os.path.join(work, "parted")
+    os.makedirs(parted_dir, exist_ok=True)
+    run([blockmm, "-q", "--parts", "3", pa, pb, os.path.join(parted_dir, "C.h5")])
+    elsewhere = os.path.join(work, "elsewhere")
+    os.makedirs(elsewhere, exist_ok=True)
+    here = os.getcwd()
+    os.chdir(elsewhere)
+    try:
+        from_parts = load_bsr(os.path.join("..", "parted", "C.h5"))
+    finally:
+        os.chdir(here)
+    assert np.array_equal(from_parts.indptr, from_h5.indptr) and np.array_equal(from_parts.indices, from_h5.indices)
+    assert np.array_equal(from_parts.data, from_h5.data), "the parted product differs from the single file"
 
     pa_h5 = os.path.join(work, "A-scipy.h5")
     write_h5_input(pa_h5, n, m, da)

@@ -63,6 +63,7 @@ TEST(Settings, DocumentedValuesAreRead) {
                                 {"BLOCKMM_MPI_PIECE_BYTES", "8"},
                                 {"BLOCKMM_TMPFS_FALLOCATE", "1"},
                                 {"BLOCKMM_WORKERS", "3"},
+                                {"BLOCKMM_HUGE_OUTPUT", "0"},
                                 {"BLOCKMM_B_PANELS", "65536"},
                                 {"BLOCKMM_CUDA_DENSE", "1"},
                                 {"BLOCKMM_CUDA_DENSE_TYPE", "f64"},
@@ -86,6 +87,7 @@ TEST(Settings, DocumentedValuesAreRead) {
   EXPECT_EQ(s.mpi_piece_bytes, 8);
   EXPECT_TRUE(s.tmpfs_fallocate);
   EXPECT_EQ(s.workers, 3);
+  EXPECT_FALSE(s.huge_output);
   EXPECT_EQ(s.b_panels, 65536);
   EXPECT_EQ(s.cuda.dense, Switch::on);
   EXPECT_EQ(s.cuda.dense_type, CudaOverrides::DenseType::float64);
@@ -116,6 +118,7 @@ TEST(Settings, MalformedValuesAreUsageErrorsNamingTheVariable) {
       {"BLOCKMM_MPI_PIECE_BYTES", {"abc", "7", "1073741824"}},
       {"BLOCKMM_TMPFS_FALLOCATE", {"x"}},
       {"BLOCKMM_WORKERS", {"0", "65"}},
+      {"BLOCKMM_HUGE_OUTPUT", {"2", "yes"}},
       {"BLOCKMM_B_PANELS", {"0", "65537", "many"}},
       {"BLOCKMM_CUDA_DENSE", {"2"}},
       {"BLOCKMM_CUDA_DENSE_TYPE", {"int8", "auto"}},

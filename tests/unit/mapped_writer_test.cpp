@@ -3,7 +3,8 @@
 // ones split across threads, checked against an in-memory copy by reading the file back with
 // read(2)); the reservation fails with the file system's reason (a file-size limit: EFBIG, never
 // SIGXFSZ or a SIGBUS later); a file that cannot be mapped yields no writer; the thread count
-// follows BLOCKMM_WRITE_THREADS within its limits.
+// follows BLOCKMM_WRITE_THREADS within its limits; fields scattered into the map (an HDF5
+// output's) land where they say; on tmpfs the output goes into huge folios where the kernel can.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -223,21 +224,118 @@ TEST(MappedWriter, AnUnmappableFileGivesNoWriter) {
 }
 
 TEST(MappedWriter, PolicyFollowsTheRequestWithinLimits) {
-  // Below kMinDefaultMapThreads one pwrite stream (0 threads) is faster than the map.
-  EXPECT_EQ(writer_policy(0, false, false, 1).threads, 0);
-  EXPECT_EQ(writer_policy(0, false, false, kMinDefaultMapThreads - 1).threads, 0);
-  EXPECT_EQ(writer_policy(0, false, false, kMinDefaultMapThreads).threads, kMinDefaultMapThreads);
-  EXPECT_EQ(writer_policy(0, false, false, 64).threads, 8);
-  EXPECT_EQ(writer_policy(0, false, false, 0).threads, 0);
-  EXPECT_FALSE(writer_policy(0, false, false, 64).map_any_file);
+  // Not asked for: min(rank_threads, 8), at least 1, mapped where maps_output says so.
+  EXPECT_EQ(write_policy(0, true, false, false, 1).threads, 1);
+  EXPECT_EQ(write_policy(0, true, false, false, kMinDefaultMapThreads - 1).threads, kMinDefaultMapThreads - 1);
+  EXPECT_EQ(write_policy(0, true, false, false, 64).threads, 8);
+  EXPECT_EQ(write_policy(0, true, false, false, 0).threads, 1);
+  EXPECT_FALSE(write_policy(0, true, false, false, 64).threads_forced);
   // Asked for by name: that many, mapped on any file system.
-  EXPECT_EQ(writer_policy(5, false, false, 1).threads, 5);
-  EXPECT_TRUE(writer_policy(5, false, false, 1).map_any_file);
-  EXPECT_EQ(writer_policy(1, false, false, 16).threads, 1);
-  // pwrite only: never the map, whatever was asked.
-  EXPECT_EQ(writer_policy(5, true, false, 16).threads, 0);
-  EXPECT_EQ(writer_policy(0, true, false, 16).threads, 0);
-  EXPECT_TRUE(writer_policy(0, false, true, 1).tmpfs_fallocate);
+  EXPECT_EQ(write_policy(5, true, false, false, 1).threads, 5);
+  EXPECT_TRUE(write_policy(5, true, false, false, 1).threads_forced);
+  EXPECT_EQ(write_policy(1, true, false, false, 16).threads, 1);
+  EXPECT_EQ(write_policy(99, true, false, false, 16).threads, kMaxWriteThreads);
+  // The switches carried as given.
+  EXPECT_FALSE(write_policy(0, false, false, false, 4).huge);
+  EXPECT_TRUE(write_policy(0, true, true, false, 4).pwrite_only);
+  EXPECT_TRUE(write_policy(0, true, false, true, 4).tmpfs_fallocate);
+}
+
+// Where the output is mapped (else one pwrite stream): bench/NOTES.md items 10 and 33.
+TEST(MappedWriter, MapChoiceFollowsTheMeasurements) {
+  MapChoice c;
+  c.tmpfs = true;
+  c.threads = kMinDefaultMapThreads;
+  c.huge = true;
+  EXPECT_TRUE(maps_output(c)) << "tmpfs in huge folios, enough threads: mapped";
+  c.hdf5 = true;
+  EXPECT_TRUE(maps_output(c)) << "HDF5 too, its fields scattered without a staging copy";
+  c.threads = kMinDefaultMapThreads - 1;
+  EXPECT_FALSE(maps_output(c)) << "few threads: pwrite, in huge folios too";
+  c.threads = kMinDefaultMapThreads;
+  c.huge = false;
+  EXPECT_FALSE(maps_output(c)) << "4 KiB pages: HDF5 through pwrite";
+  c.hdf5 = false;
+  EXPECT_TRUE(maps_output(c)) << "4 KiB pages, binary, enough threads: mapped";
+  c.threads = 1;
+  EXPECT_FALSE(maps_output(c)) << "4 KiB pages, one thread: pwrite";
+  c.threads = 16;
+  c.tmpfs = false;
+  EXPECT_FALSE(maps_output(c)) << "the local disk: pwrite";
+  c.threads_forced = true;
+  EXPECT_TRUE(maps_output(c)) << "BLOCKMM_WRITE_THREADS: mapped anywhere";
+  c.pwrite_forced = true;
+  EXPECT_FALSE(maps_output(c)) << "BLOCKMM_IO=pwrite wins";
+  c.pwrite_forced = false;
+  c.mappable = false;
+  EXPECT_FALSE(maps_output(c)) << "not reserved, or MPI-IO";
+}
+
+// write_fields scatters each record's fields to their places (as an HDF5 output's block-columns
+// and values), in random pieces, through the map and through the staging path alike, with and
+// without huge folios and with pages prepared ahead; the file holds exactly what was written.
+TEST(MappedWriter, ScatteredFieldsLandExactlyWhereTheySay) {
+  std::mt19937_64 rng(4242);
+  std::vector<std::string> dirs{default_dir()};
+  if (is_tmpfs("/dev/shm") && !is_tmpfs(default_dir())) dirs.push_back("/dev/shm");
+  for (const std::string& dir : dirs)
+    for (const bool huge : {false, true})
+      for (const int threads : {1, 3}) {
+        SCOPED_TRACE(dir + (huge ? ", huge" : ", 4 KiB") + ", " + std::to_string(threads) + " threads");
+        const std::int64_t count = 50000, value_bytes = 100, stride = 8 + value_bytes;
+        const std::int64_t index_at = 1000, data_at = index_at + 4 * count + 17;
+        const std::int64_t size = data_at + value_bytes * count + 5;
+        TempFile file(dir);
+        ASSERT_TRUE(reserve_file_space(file.dup(), size, "C.h5", file.path()));
+        std::unique_ptr<FileWriter> writer = make_mapped_writer(file.dup(), size, threads, "C.h5", huge);
+        ASSERT_NE(writer, nullptr);
+        writer->prepare_ahead({{index_at, 4 * count}, {data_at, value_bytes * count}}, 2);
+        std::vector<unsigned char> expected(static_cast<std::size_t>(size), 0);
+        std::vector<unsigned char> records;
+        for (std::int64_t first = 0; first < count;) {
+          const std::int64_t n = std::min(count - first, std::uniform_int_distribution<std::int64_t>(1, 9000)(rng));
+          records.resize(static_cast<std::size_t>(n * stride));
+          for (unsigned char& c : records) c = static_cast<unsigned char>(rng());
+          const std::vector<FieldCopy> fields = {{4, 4, index_at + 4 * first}, {8, value_bytes, data_at + value_bytes * first}};
+          writer->write_fields(reinterpret_cast<const std::byte*>(records.data()), n, stride, fields);
+          for (std::int64_t t = 0; t < n; ++t) {
+            std::copy_n(records.begin() + t * stride + 4, 4, expected.begin() + index_at + 4 * (first + t));
+            std::copy_n(records.begin() + t * stride + 8, value_bytes, expected.begin() + data_at + value_bytes * (first + t));
+          }
+          first += n;
+        }
+        writer->sync_and_close();
+        const WriterReport report = writer->report();
+        writer.reset();
+        EXPECT_TRUE(file.contents() == expected) << "the file differs from the fields written";
+        EXPECT_TRUE(report.mapped);
+        if (!huge) EXPECT_EQ(report.huge_extents, 0);
+      }
+}
+
+// On tmpfs, where the kernel can (Linux 6.1), the written extents become huge folios, and the
+// bytes are the same (item 33).
+TEST(MappedWriter, TmpfsOutputGoesIntoHugeFolios) {
+  if (!is_tmpfs("/dev/shm")) GTEST_SKIP() << "/dev/shm is not a tmpfs here";
+  TempFile file("/dev/shm");
+  if (!huge_folios_possible(file.dup())) GTEST_SKIP() << "no MADV_COLLAPSE here, or shmem_enabled = deny";
+  const std::int64_t size = std::int64_t{24} << 20;
+  ASSERT_TRUE(reserve_file_space(file.dup(), size, "C.bin", file.path()));
+  std::unique_ptr<FileWriter> writer = make_mapped_writer(file.dup(), size, 2, "C.bin", true);
+  ASSERT_NE(writer, nullptr);
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(size));
+  std::mt19937_64 rng(9);
+  for (unsigned char& c : bytes) c = static_cast<unsigned char>(rng());
+  writer->write_at(0, bytes.data(), size / 2 + 12345);
+  writer->write_at(size / 2 + 12345, bytes.data() + size / 2 + 12345, size - (size / 2 + 12345));
+  writer->sync_and_close();
+  const WriterReport report = writer->report();
+  writer.reset();
+  EXPECT_TRUE(file.contents() == bytes);
+  EXPECT_GT(report.huge_extents, 0) << report.small_extents << " extents stayed in 4 KiB pages";
+  const int dir = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  EXPECT_NE(tmpfs_huge_settings(dir).find("shmem_enabled="), std::string::npos);
+  ::close(dir);
 }
 
 }  // namespace

@@ -1,0 +1,216 @@
+// A parted output's part files while they are written (part_files.hpp).
+#include "io/part_files.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "io/mapped_writer.hpp"
+#include "io/output_parts.hpp"
+
+namespace blockmm::io {
+namespace {
+
+std::string directory_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A part's line as its owner publishes it: "<index> <device> <inode> <indices> <data> <temporary>".
+struct Published {
+  std::uint64_t device = 0, inode = 0;
+  BsrLayout layout;
+  std::string temporary;
+};
+
+Published parse_published(const std::string& text) {
+  Published p;
+  std::istringstream line(text);
+  std::size_t index = 0;
+  line >> index >> p.device >> p.inode >> p.layout.indices >> p.layout.data;
+  std::getline(line >> std::ws, p.temporary);
+  return p;
+}
+
+}  // namespace
+
+int parts_for_rank(const OutputPolicy& policy, int ranks, std::int64_t total_bytes, bool tmpfs, std::int64_t my_tiles,
+                   std::int64_t my_bytes) {
+  if (my_tiles <= 0 || policy.parts == OutputPolicy::kPartsOff) return 0;
+  std::int64_t want = 0;
+  if (policy.parts == OutputPolicy::kPartsAuto) {
+    if (!tmpfs || total_bytes < kAutoPartsMinBytes || policy.prepare_ahead_threads <= 0) return 0;
+    want = std::min<std::int64_t>(policy.write.threads, (my_bytes + kAutoPartBytes - 1) / kAutoPartBytes);
+  } else {
+    want = (policy.parts + ranks - 1) / std::max(1, ranks);
+  }
+  return static_cast<int>(std::clamp<std::int64_t>(want, 0, std::min<std::int64_t>(my_tiles, kMaxWriteThreads)));
+}
+
+struct PartFiles::Part {
+  BsrHeader header;  // nnzb: the part's blocks
+  BsrLayout layout;
+  std::unique_ptr<AtomicOutput> output;  // own parts: the temporary, until committed
+  std::unique_ptr<FileWriter> file;
+  std::unique_ptr<BsrContentWriter> content;
+  std::string final_path;
+  std::uint64_t final_inode = 0;  // committed: the file now at final_path
+  bool committed = false;
+};
+
+PartFiles::PartFiles(const std::string& target, const comm::Communicator& comm, const BsrHeader& header,
+                     const std::vector<std::int64_t>& counts, const std::vector<std::int64_t>& first_tile,
+                     const std::vector<std::int64_t>& tiles, const OutputPolicy& policy)
+    : comm_(comm), single_(comm::CommunicatorOptions{}), target_(target), header_(header), policy_(policy) {
+  comm_.run_phase([&] {
+    if (comm_.is_root()) generation_ = fresh_part_generation(target_);
+  });
+  comm_.broadcast(generation_, 0);
+  // Every rank computes every part's blocks and name alike: rank r's tiles in counts[r] even shares.
+  for (std::size_t r = 0; r < counts.size(); ++r)
+    for (std::int64_t j = 0; j < counts[r]; ++j) {
+      const std::int64_t lo = first_tile[r] + tiles[r] * j / counts[r];
+      const std::int64_t hi = first_tile[r] + tiles[r] * (j + 1) / counts[r];
+      specs_.push_back({part_name(base_name(target_), generation_, static_cast<int>(specs_.size())), lo, hi - lo});
+      owner_.push_back(static_cast<int>(r));
+    }
+  published_.assign(specs_.size(), "");
+  const int parts = static_cast<int>(specs_.size());
+  const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
+  std::string mine;
+  comm_.run_phase([&] {
+    for (std::size_t k = 0; k < specs_.size(); ++k) {
+      if (owner_[k] != comm_.rank()) continue;
+      const BsrPartSpec& spec = specs_[k];
+      auto part = std::make_unique<Part>();
+      part->header = header_;
+      part->header.nnzb = spec.blocks;
+      part->final_path = directory_of(target_) + "/" + spec.name;
+      part->output = std::make_unique<AtomicOutput>(part->final_path, single_);
+      std::int64_t metadata = 0;
+      part->layout = create_bsr_part_file(part->output->path_for_library(), part->final_path, part->header, generation_,
+                                          static_cast<int>(k), parts, spec, &metadata);
+      written_ += metadata;
+      const std::int64_t end = std::max(part->layout.indices + 4 * spec.blocks, part->layout.data + value_bytes * spec.blocks);
+      part->file = part->output->open_writer(end, policy_.write, true);
+      part->content = std::make_unique<BsrContentWriter>(*part->file, part->header, part->layout);
+      // One thread a part prepares its pages beside the compute: the page cache takes the output
+      // into several files at once, where one file takes it at one file's pace.
+      part->file->prepare_ahead({{part->layout.indices, 4 * spec.blocks}, {part->layout.data, value_bytes * spec.blocks}},
+                                policy_.prepare_ahead_threads > 0 ? 1 : 0);
+      std::ostringstream line;
+      line << k << ' ' << part->output->device() << ' ' << part->output->inode() << ' ' << part->layout.indices << ' '
+           << part->layout.data << ' ' << part->output->temporary_path() << '\n';
+      mine += line.str();
+      parts_[k] = std::move(part);
+    }
+  });
+  // Every part's temporary, for neighbours that write tiles of it (rows shared between ranks).
+  for (int r = 0; r < comm_.size(); ++r) {
+    std::string text = comm_.rank() == r ? mine : std::string();
+    comm_.broadcast(text, r);
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const std::size_t k = static_cast<std::size_t>(std::stoll(line));
+      if (k >= published_.size()) continue;
+      published_[k] = line;
+      // Every rank removes every part's temporary on SIGTERM or SIGINT: the ranks a launcher ends
+      // so also remove those of a rank that was killed outright.
+      if (r != comm_.rank()) armed_.push_back(arm_temporary_cleanup(parse_published(line).temporary));
+    }
+  }
+}
+
+PartFiles::~PartFiles() {
+  for (int slot : armed_) disarm_temporary_cleanup(slot);
+  if (!committed_ || confirmed_) return;
+  // The main file never came: the parts renamed already go again (only the files renamed).
+  for (auto& [k, part] : parts_) {
+    struct stat st {};
+    if (part->committed && ::lstat(part->final_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<std::uint64_t>(st.st_ino) == part->final_inode)
+      ::unlink(part->final_path.c_str());
+  }
+}
+
+PartFiles::Part& PartFiles::part_for(std::size_t k) {
+  auto found = parts_.find(k);
+  if (found != parts_.end()) return *found->second;
+  // A neighbour's part: its temporary opened by name, refusing anything but the file it made.
+  const Published published = parse_published(published_.at(k));
+  if (published.temporary.empty())
+    throw Error(ExitCode::other, "internal error: " + target_ + ": part " + std::to_string(k) + " was not published");
+  auto part = std::make_unique<Part>();
+  part->layout = published.layout;
+  part->header = header_;
+  part->header.nnzb = specs_[k].blocks;
+  part->final_path = directory_of(target_) + "/" + specs_[k].name;
+  part->file = open_temporary_writer(published.temporary, part->final_path, single_, -1, published.device, published.inode);
+  part->content = std::make_unique<BsrContentWriter>(*part->file, part->header, part->layout);
+  return *(parts_[k] = std::move(part));
+}
+
+void PartFiles::write(std::int64_t first, std::int64_t count, const std::byte* records) {
+  const std::int64_t stride = header_.record_bytes();
+  while (count > 0) {
+    const auto k = static_cast<std::size_t>(
+        std::upper_bound(specs_.begin(), specs_.end(), first, [](std::int64_t b, const BsrPartSpec& s) { return b < s.first; }) -
+        specs_.begin() - 1);
+    const BsrPartSpec& spec = specs_.at(k);
+    const std::int64_t n = std::min(count, spec.first + spec.blocks - first);
+    if (n <= 0) throw Error(ExitCode::other, "internal error: " + target_ + ": block " + std::to_string(first) + " in no part");
+    part_for(k).content->write_records(first - spec.first, n, records);
+    written_ += n * (stride - 4);
+    records += n * stride;
+    first += n;
+    count -= n;
+  }
+}
+
+void PartFiles::close() {
+  comm_.run_phase([&] {
+    for (auto& [k, part] : parts_) part->file->sync_and_close();
+  });
+}
+
+void PartFiles::commit(unsigned mode) {
+  committed_ = true;  // from here on, the destructor removes what was renamed unless confirmed
+  comm_.run_phase([&] {
+    for (auto& [k, part] : parts_) {
+      if (part->output == nullptr) continue;  // a neighbour's: its owner renames it
+      AtomicOutput::CommitOptions options;
+      options.replace = false;
+      options.mode = static_cast<int>(mode);
+      part->output->commit(options);
+      part->committed = true;
+      part->final_inode = part->output->inode();
+    }
+  });
+}
+
+OutputReport PartFiles::report() const {
+  OutputReport report;
+  report.parts = static_cast<int>(specs_.size());
+  for (const auto& [k, part] : parts_) {
+    if (part->output == nullptr || part->file == nullptr) continue;
+    const WriterReport w = part->file->report();
+    report.mapped = report.mapped || w.mapped;
+    report.threads = std::max(report.threads, w.threads);
+    report.huge_extents += w.huge_extents;
+    report.small_extents += w.small_extents;
+    if (report.tmpfs_settings.empty()) report.tmpfs_settings = part->output->tmpfs_huge_settings();
+  }
+  return report;
+}
+
+}  // namespace blockmm::io
