@@ -70,6 +70,17 @@ def _write(tool, path, write):
     write_atomically(path, write, tool)
 
 
+def _fits_uint32(message):
+    """Whether the value a reader refused as outside [0, 65535] is a whole number uint32 holds."""
+    import re
+    found = re.search(r"value (\S+) is not an integer in \[0, 65535\]", message)
+    try:
+        value = float(found.group(1)) if found else -1.0
+    except ValueError:
+        return False
+    return 0 <= value <= 4294967295 and value == int(value)
+
+
 def _load_foreign(tool, infile, kind, block_size, pad, values):
     """A Matrix Market or .npz input -> Blocks (blocks.py) for blockmm."""
     from . import matrix_market, npz_format
@@ -86,7 +97,7 @@ def _load_foreign(tool, infile, kind, block_size, pad, values):
         shape, rows, cols, data = reader(infile, high)
     except FormatError as error:
         # Values above 65535 that fit uint32: most likely a product, which --values u32 takes.
-        if values == "u16" and tool == "blockmm-import" and "[0, 65535]" in str(error):
+        if values == "u16" and tool == "blockmm-import" and _fits_uint32(str(error)):
             raise FormatError(f"{error}; a product (uint32 values)? import it with --values u32") from None
         raise
     return blocks_from_entries(infile.path, shape, rows, cols, data, block_size, pad, values,

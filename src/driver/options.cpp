@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "build_info.hpp"
 #include "core/error.hpp"
@@ -208,8 +210,19 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
       "device failure.\n" +
       environment_help());
 
+  // The files are optional positionals (a batch names none), so CLI11 would let a bare
+  // "--stats" swallow the file after it; it means --stats=text unless a mode follows.
+  std::vector<std::string> words(argv, argv + argc);
+  for (std::size_t i = 1; i < words.size() && words[i] != "--"; ++i) {
+    const bool mode_follows = i + 1 < words.size() &&
+                              (words[i + 1] == "off" || words[i + 1] == "text" || words[i + 1] == "json");
+    if (words[i] == "--stats" && !mode_follows) words[i] = "--stats=text";
+  }
+  std::vector<char*> arguments;
+  for (std::string& word : words) arguments.push_back(word.data());
+
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(arguments.size()), arguments.data());
     // "--stats" alone yields the default "text"; absent leaves "off".
     if (app.count("--stats") > 0 && stats == "off") stats = "off";
     options.stats = stats == "json" ? StatsMode::json : stats == "text" ? StatsMode::text : StatsMode::off;

@@ -25,6 +25,7 @@
 #include <tuple>
 
 #include "cli/harness/harness.hpp"
+#include "fault/processes.hpp"
 #include "support/sanitizers.hpp"
 
 
@@ -771,31 +772,6 @@ std::vector<std::string> mpiexec_command(int ranks) {
 
 // Pids of live processes whose environment holds `tag` (and `rank_var` when given: then ranks
 // only, not their cleanup watchers, "blockmm-cleanup", which share their environment).
-std::vector<pid_t> tagged_processes(const std::string& tag, const std::string& rank_var = "") {
-  std::vector<pid_t> pids;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return pids;
-  while (const dirent* e = ::readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0 || pid == ::getpid()) continue;
-    const std::string env = slurp("/proc/" + std::string(e->d_name) + "/environ");
-    bool has_tag = false, has_rank = rank_var.empty();
-    for (std::size_t at = 0; at < env.size();) {
-      const std::size_t end = env.find('\0', at);
-      const std::string var = env.substr(at, end == std::string::npos ? std::string::npos : end - at);
-      has_tag |= var == tag;
-      has_rank |= var == rank_var;
-      if (end == std::string::npos) break;
-      at = end + 1;
-    }
-    const std::string name = slurp("/proc/" + std::string(e->d_name) + "/comm");
-    const bool watcher = name == "blockmm-cleanup\n";
-    if (has_tag && has_rank && (rank_var.empty() || !watcher)) pids.push_back(pid);
-  }
-  ::closedir(proc);
-  return pids;
-}
-
 // Every process of the job gone within `timeout` seconds (zombies have no environ and count as gone).
 bool all_gone(const std::string& tag, double timeout) {
   const auto begin = Clock::now();

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "cli/harness/harness.hpp"
+#include "fault/processes.hpp"
 
 namespace blockmm::e2e {
 namespace {
@@ -86,25 +87,6 @@ std::vector<std::string> mpiexec_command(int ranks) {
   std::istringstream flags(env_or("BLOCKMM_MPIEXEC_FLAGS"));
   for (std::string f; flags >> f;) argv.push_back(f);
   return argv;
-}
-
-// Pids of live processes whose environment holds `tag` and `variable`.
-std::vector<pid_t> tagged(const std::string& tag, const std::string& variable) {
-  std::vector<pid_t> pids;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return pids;
-  while (const dirent* e = ::readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0 || pid == ::getpid()) continue;
-    std::string env = slurp("/proc/" + std::string(e->d_name) + "/environ");
-    std::replace(env.begin(), env.end(), '\0', '\n');
-    env = "\n" + env + "\n";
-    if (env.find("\n" + tag + "\n") != std::string::npos &&
-        (variable.empty() || env.find("\n" + variable + "\n") != std::string::npos))
-      pids.push_back(pid);
-  }
-  ::closedir(proc);
-  return pids;
 }
 
 // The temporaries of C.h5's parts in `dir` (".C.h5.part-...blockmm-tmp..."), largest first.
@@ -191,15 +173,15 @@ TEST(FaultParted, RankKilledWhileThePartsAreWrittenLeavesTheExistingOutput) {
   for (const std::string& a : long_run(out + "/C.h5", "6")) argv.push_back(a);
   Job job(argv, {tag});
   ASSERT_TRUE(wait_for_parts(job, out, 64 << 10, 180)) << "the job ended before writing its parts\n" << job.err();
-  const std::vector<pid_t> victim = tagged(tag, "OMPI_COMM_WORLD_RANK=2");
+  const std::vector<pid_t> victim = tagged_processes(tag, "OMPI_COMM_WORLD_RANK=2");
   ASSERT_EQ(victim.size(), 1u) << "cannot find rank 2's process";
   ASSERT_EQ(::kill(victim[0], SIGKILL), 0);
   const int code = job.wait(90);
   EXPECT_NE(code, -1) << "the job hung after a rank died\n" << job.err();
   EXPECT_NE(code, 0) << job.err();
   const auto begin = Clock::now();
-  while (!tagged(tag, "").empty() && since(begin) < 30) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_TRUE(tagged(tag, "").empty()) << "ranks outlived mpirun";
+  while (!tagged_processes(tag).empty() && since(begin) < 30) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(tagged_processes(tag).empty()) << "ranks outlived mpirun";
   EXPECT_TRUE(listing(out) == before) << "a part, a temporary file or a change was left\n" << job.err();
 }
 
@@ -214,17 +196,19 @@ TEST(FaultParted, SigtermWhileThePartsAreWrittenLeavesTheExistingOutput) {
   EXPECT_TRUE(listing(out) == before) << "a part, a temporary file or a change was left";
 }
 
-// SIGKILL leaves the part temporaries (nothing can remove them then); the next run on the same
+// SIGKILL of the process group (its watcher too) leaves the part temporaries; the next run on the same
 // output removes those of processes that are gone, and says so.
 TEST(FaultParted, SigkilledRunsPartTemporariesAreRemovedByTheNextRun) {
   ScratchDir dir("blockmm-parted-fault");
   const std::string out = dir.subdir("out");
   Job job(long_run(out + "/C.h5", "3"));
   ASSERT_TRUE(wait_for_parts(job, out, 64 << 10, 120)) << job.err();
-  ASSERT_EQ(::kill(job.pid(), SIGKILL), 0);
+  // The whole process group: blockmm's cleanup watcher would remove the temporaries of blockmm alone.
+  ASSERT_EQ(::kill(-job.pid(), SIGKILL), 0);
   job.wait(30);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::vector<std::string> left = part_temporaries(out);
-  ASSERT_EQ(left.size(), 3u) << "SIGKILL cannot be caught: the part temporaries should still be there";
+  ASSERT_EQ(left.size(), 3u) << "SIGKILL of the group cannot be cleaned up: the part temporaries should still be there";
   const Inputs& inputs = Inputs::get();
   const RunResult next = run_blockmm({"-q", inputs.small(), inputs.small(), out + "/C.h5"});
   EXPECT_EQ(next.exit_code, 0) << next.describe();
