@@ -56,6 +56,8 @@ void hold_until_every_rank_has_reported(int* argc, char*** argv, const blockmm::
 // Throws UsageError naming the line that is not a product.
 std::vector<blockmm::driver::Options> batch_products(int argc, char** argv, const blockmm::driver::Options& run,
                                                      const blockmm::settings::Lookup& environment) {
+  if (!run.stats_file.empty())
+    throw blockmm::UsageError("--stats-file names one file: in a batch, give each product its own, on its line");
   std::vector<blockmm::driver::BatchLine> lines;
   if (!run.batch_file.empty()) lines = blockmm::driver::read_batch_file(run.batch_file);
   for (std::size_t p = 0; p < run.products.size(); ++p)

@@ -114,6 +114,9 @@ TEST_F(Batch, AMalformedLineStopsTheBatchBeforeAnythingIsWritten) {
   }
   const RunResult both = run_blockmm({"--batch", in_dir + "/batch.txt", a, a, out_dir + "/C.bin"});
   EXPECT_EQ(both.exit_code, 2) << both.describe();
+  const RunResult one_stats_file = run_blockmm({"--batch", in_dir + "/batch.txt", "--stats-file", out_dir + "/S.json"});
+  EXPECT_EQ(one_stats_file.exit_code, 2) << one_stats_file.describe();
+  EXPECT_TRUE(list_dir(out_dir).empty());
   const RunResult missing = run_blockmm({"--batch", in_dir + "/none.txt"});
   EXPECT_EQ(missing.exit_code, 2) << missing.describe();
   EXPECT_NE(missing.err.find("none.txt: cannot read it"), std::string::npos) << missing.describe();
