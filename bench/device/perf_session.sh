@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One call on one GPU for what this session measures beside the kernels: a batch of products
-# against separate runs (issue 42 item 12), B larger than the budget (streamed) against an
-# unlimited budget (issue 39), and racecheck on the tensor-core kernel's tests. Needs build-gpu
-# (bench/device/team_session.sh build). Everything lands in $OUT: perf_summary.txt and perf_logs.tgz.
-#   bench/device/perf_session.sh [batch] [fit] [racecheck]
+# Measurements beside the scaling runs, on one GPU: a batch of products against separate runs
+# (issue 42 item 12) and racecheck on the tensor-core kernel's tests. Needs build-gpu
+# (bench/device/team_session.sh build; that script runs these as its stages batch and racecheck).
+# Everything lands in $OUT: perf_summary.txt and perf_logs.tgz.
+#   bench/device/perf_session.sh [batch] [racecheck]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 root=$PWD
@@ -45,33 +45,6 @@ stage_batch() {  # ten G1 products in one run against ten runs, to /dev/null; tw
     cmp -s "$data/batch$k.bin" "$data/alone$k.bin" && echo "  batch product $k: identical to its own run" ||
       echo "  batch product $k: DIFFERENT" ; done | tee -a "$summary"
   rm -f "$data"/batch*.bin "$data"/alone*.bin "$data"/G1.*
-}
-
-stage_fit() {  # A small, B 0.9 GB: budget B/2 (B streamed in panels) against no budget
-  note "fit: B twice the budget"
-  "$BLOCKMM_BUILD/blockmm-gen" "$data/F.A.bin" --n 65536 --m 8 --density 0.002 --max-value 1023 --seed 1 -q --threads "$(nproc)"
-  "$BLOCKMM_BUILD/blockmm-gen" "$data/F.B.bin" --n 65536 --m 8 --density 0.1 --max-value 1023 --seed 2 -q --threads "$(nproc)"
-  local budget=$(( $(stat -c %s "$data/F.B.bin") / 2 ))
-  "$bin" --backend cpu -q "$data/F.A.bin" "$data/F.B.bin" "$data/F.cpu.bin"
-  for run in "unlimited:" "budget:--mem-budget $budget"; do
-    local label=${run%%:*} opts=${run#*:}
-    # shellcheck disable=SC2086
-    t=$(wall "$bin" --backend cuda $opts --stats=json -q --stats-file "$logs/fit_$label.json" \
-      "$data/F.A.bin" "$data/F.B.bin" "$data/F.gpu.bin") || echo "  $label: FAILED" | tee -a "$summary"
-    echo "  $label ($opts): wall $t s, $(cmp -s "$data/F.cpu.bin" "$data/F.gpu.bin" && echo identical || echo DIFFERENT);" \
-      "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["team"]["layout"], "| numeric", round(j["seconds"]["numeric"], 3), "s | total", round(j["seconds"]["total"], 3), "s")' "$logs/fit_$label.json")" |
-      tee -a "$summary"
-    rm -f "$data/F.gpu.bin"
-  done
-  # The peak device memory of the budgeted run, measured by the driver while it runs.
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 > "$logs/fit_memory.txt" 2>/dev/null &
-  local sampler=$!
-  "$bin" --backend cuda --mem-budget "$budget" -q "$data/F.A.bin" "$data/F.B.bin" /dev/null
-  kill "$sampler" 2>/dev/null
-  wait "$sampler" 2>/dev/null
-  echo "  budget $((budget >> 20)) MiB: peak device memory in use $(sort -n "$logs/fit_memory.txt" | tail -1) MiB (whole GPU, context included), before $(head -1 "$logs/fit_memory.txt") MiB" |
-    tee -a "$summary"
-  rm -f "$data"/F.*
 }
 
 stage_racecheck() {

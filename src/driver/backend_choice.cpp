@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +25,31 @@ std::int64_t input_file_bytes(const Options& options) {
     if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) input_bytes += static_cast<std::int64_t>(st.st_size);
   }
   return input_bytes;
+}
+
+namespace {
+
+// n, m and k of a COL380 file, where it is a regular file whose header is plausible.
+std::optional<std::array<std::int32_t, 3>> binary_header(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 12) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  std::array<std::int32_t, 3> header{};
+  if (!in.read(reinterpret_cast<char*>(header.data()), sizeof header)) return std::nullopt;
+  const auto [n, m, k] = header;
+  if (n <= 0 || m <= 0 || m > n || n % m != 0 || k < 0) return std::nullopt;
+  return header;
+}
+
+}  // namespace
+
+int automatic_gpu_count(const Options& options) {
+  if (options.gpus_given) return options.gpus;
+  const auto a = binary_header(options.a_path), b = binary_header(options.b_path);
+  if (!a || !b || (*a)[0] != (*b)[0] || (*a)[1] != (*b)[1]) return 0;
+  const double m = (*a)[1], block_rows = static_cast<double>((*a)[0]) / m;
+  const double macs = static_cast<double>((*a)[2]) * (*b)[2] / block_rows * m * m * m;
+  return macs < kOneGpuBelowMacs ? 1 : 0;
 }
 
 bool cuda_likely(const Options& options, std::int64_t input_bytes) {

@@ -30,6 +30,15 @@ std::int64_t input_file_bytes(const Options& options);
 // Whether this run will probably use the GPU: --backend cuda, or auto with inputs this large.
 bool cuda_likely(const Options& options, std::int64_t input_bytes);
 
+// A process on its own without --gpus drives every GPU it sees, unless the product is too small
+// for more than one to pay: another GPU's start and end cost about a tenth of a second, more than
+// it saves on a numeric phase of a few tenths (bench/NOTES.md item 34). The work is estimated
+// from the COL380 headers alone (evenly spread blocks: kA kB / (n/m) block products of m^3
+// multiply-adds); HDF5 inputs, or headers that do not describe a product, give no estimate.
+// Returns 1 for such a small product, else 0 (every GPU).
+constexpr double kOneGpuBelowMacs = 1.0e13;
+int automatic_gpu_count(const Options& options);
+
 // Before MPI and CUDA start (setenv: no other thread may run), where the run will probably use a
 // GPU (cuda_likely): what CUDA starts with (kernels::cuda_visibility_setting,
 // kernels::cuda_connections_setting).

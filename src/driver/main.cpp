@@ -136,6 +136,9 @@ int main(int argc, char** argv) {
   bool gpu_likely = false;
   for (const blockmm::driver::Options& product : products)
     gpu_likely = gpu_likely || blockmm::driver::cuda_likely(product, blockmm::driver::input_file_bytes(product));
+  // On its own, a small product drives one GPU unless --gpus asks for more.
+  if (gpu_likely && !uses_mpi && products.size() == 1)
+    options.gpus = products[0].gpus = blockmm::driver::automatic_gpu_count(products[0]);
   if (gpu_likely)
     for (const std::string& setting : blockmm::driver::apply_cuda_start_settings(options, placement, uses_mpi, environment))
       start_settings.push_back(setting);

@@ -171,9 +171,10 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
   app.add_option("--backend", backend, "auto | cpu | cuda | reference (auto: cuda when a GPU is visible and the work repays it)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "reference"}))
       ->capture_default_str();
-  app.add_option("--gpus", gpus, "GPUs this process drives: a count, or all (default: every GPU it may use; under mpirun "
-                                 "the node's GPUs are shared among its ranks)")
-      ->capture_default_str();
+  app.add_option("--gpus", gpus, "GPUs this process drives: a count, or all (default: every GPU it may use, one for a "
+                                 "product too small for more to pay; under mpirun the node's GPUs are shared among "
+                                 "its ranks)")
+      ->option_text("N|all");
   app.add_option("--format", format, "output format: auto (by extension) | bin | h5 (also: binary, hdf5)")
       ->check(CLI::IsMember({"auto", "bin", "binary", "h5", "hdf5"}))
       ->capture_default_str();
@@ -242,6 +243,7 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
                        : progress == "bar"                ? ProgressRequest::bar
                        : progress == "lines"              ? ProgressRequest::lines
                                                           : ProgressRequest::automatic;
+    options.gpus_given = app.count("--gpus") > 0;
     if (gpus != "all") {
       const int count = comm::parse_count(gpus.c_str());
       if (count < 1 || count > 1024)

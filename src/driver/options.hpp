@@ -26,6 +26,7 @@ struct Options {
   std::string parts = "auto";     // auto | off | N: HDF5 output in part files (docs/output.md)
   int threads = 0;                // 0: OMP_NUM_THREADS, else cores shared among a node's ranks
   int gpus = 0;                   // GPUs this process drives; 0: every GPU it may use
+  bool gpus_given = false;        // --gpus on the command line (else the run may take fewer: driver/backend_choice.hpp)
   StatsMode stats = StatsMode::off;
   std::string stats_file;         // JSON stats also written here (by rank 0)
   bool verbose = false;           // errors also name their internal cause

@@ -192,8 +192,12 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
   const bool gpu_likely = start.gpu_likely;
   const std::string visibility = setting_named(start_settings, "CUDA_VISIBLE_DEVICES");
   std::vector<int> gpus;
+  double driver_wait = 0;  // the CUDA driver's start (begun in main): setup, not reading
   if (gpu_likely) {
-    gpus = rank_gpus(cuda.device_count(), comm, !visibility.empty(), options.gpus);
+    const Stopwatch driver_clock;
+    const int devices = cuda.device_count();
+    driver_wait = driver_clock.seconds();
+    gpus = rank_gpus(devices, comm, !visibility.empty(), options.gpus);
     cuda.start_devices(gpus, input_bytes, stats.threads);
     kernels::WorkEstimate estimate =
         multiply::estimated_rank_work(shape, a_file->header().k, b_file->header().k, comm.size());
@@ -207,7 +211,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
   // The temporary output exists from here on, so that an unwritable target fails before the work.
   stats.output_format = options.format == io::OutputFormat::hdf5 ? "hdf5" : "binary";
   std::unique_ptr<io::ProductWriter> writer = io::make_product_writer(options.format, options.out_path, comm, output_policy);
-  const double opening = read_clock.seconds();
+  const double opening = read_clock.seconds() - driver_wait;
 
   // Which ranks share this rank's GPU, asked only where CUDA is being started anyway (the same
   // decision on every rank: it follows the options and the headers).
@@ -220,6 +224,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
                                             visibility.empty() ? "" : "[" + visibility + "]", start.teams),
                                *writer, comm, multiply_options(options, stats.threads, kept_until_exit), observer);
   stats.mine.read += opening;
+  stats.mine.setup += driver_wait;
 
   {
     const multiply::PhaseScope commit(stats.mine, observer, multiply::Phase::commit);

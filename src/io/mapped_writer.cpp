@@ -371,12 +371,15 @@ class MappedWriter final : public FileWriter {
 #endif
   }
 
+  // A frontier moves only with writes that reach it: several writers of one range (a team's
+  // backends, each from its own place in it) leave it where the first of them is, so that the
+  // pages before the others' writes are still prepared for it.
   void note_written(std::int64_t offset, std::int64_t bytes) {
     for (const auto& f : frontiers_) {
       if (offset < f->begin || offset >= f->end) continue;
       std::int64_t seen = f->written.load(std::memory_order_relaxed);
       const std::int64_t end = std::min(f->end, offset + bytes);
-      while (seen < end && !f->written.compare_exchange_weak(seen, end, std::memory_order_relaxed)) {
+      while (offset <= seen && seen < end && !f->written.compare_exchange_weak(seen, end, std::memory_order_relaxed)) {
       }
     }
   }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <future>
 #include <map>
 #include <mutex>
 #include <string>
@@ -193,23 +194,29 @@ void multiply_with_team(Team& team, io::InputFile* a_file, io::InputFile* b_file
   PhaseScope build(report.mine, observer, Phase::build);
   comm.run_phase([&] {
     if (!plan.split_columns) {
-      // B and all the rank's A on the first backend, from the records; the others copy theirs.
-      std::unique_ptr<kernels::Operand> b = first.build(*dist.b, dist.b_spec);
-      std::unique_ptr<kernels::Operand> a = first.build(*dist.a, dist.a_spec);
-      std::vector<std::int32_t> bounds = partition::balanced_ranges(first.row_products(*a, *b), static_cast<int>(backends));
+      // B on the first backend and all the rank's A on the second, built at once from the
+      // records (each over its own host link); the second takes a copy of B, balances the
+      // rows, and every backend copies its rows of A and B from those two.
+      kernels::Backend& second = *team[1];
+      std::unique_ptr<kernels::Operand> a;
+      std::future<void> a_built = std::async(std::launch::async, [&] { a = second.build(*dist.a, dist.a_spec); });
+      std::unique_ptr<kernels::Operand> b = first.build(*dist.b, dist.b_spec);  // B's error first, as one build reports
+      a_built.get();
+      std::unique_ptr<kernels::Operand> b_second = second.copy_operand(*b);
+      std::vector<std::int32_t> bounds =
+          partition::balanced_ranges(second.row_products(*a, *b_second), static_cast<int>(backends));
       for (std::int32_t& bound : bounds) bound += row_begin;
-      for (std::size_t w = 1; w < backends; ++w) {
+      for (std::size_t w = 0; w < backends; ++w) {
         Worker& worker = workers[w];
-        worker.b = team[w]->copy_operand(*b);
-        const std::unique_ptr<kernels::Operand> rows = first.slice_rows(*a, bounds[w], bounds[w + 1]);
-        worker.a = team[w]->copy_operand(*rows);
+        std::unique_ptr<kernels::Operand> rows = second.slice_rows(*a, bounds[w], bounds[w + 1]);
+        worker.a = w == 1 ? std::move(rows) : team[w]->copy_operand(*rows);
         worker.report.rows = bounds[w + 1] - bounds[w];
       }
-      workers[0].a = first.slice_rows(*a, bounds[0], bounds[1]);
+      for (std::size_t w = 2; w < backends; ++w) workers[w].b = team[w]->copy_operand(*b);
+      workers[1].b = std::move(b_second);
       workers[0].b = std::move(b);
-      workers[0].report.rows = bounds[1] - bounds[0];
       report.team_layout = "rows split over " + std::to_string(backends) + " " + first.name() +
-                           " backends; B built once and copied to each";
+                           " backends; B built on the first and A on the second at once, each copied to the others";
       return;
     }
     // B's records in host memory once, cut into panels of equal work: a column's work is its

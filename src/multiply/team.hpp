@@ -1,10 +1,11 @@
 // A rank that drives several backends of one kind (a team: one a GPU) splits its work over them.
 // Across ranks the output's block-rows are split as always (partition::distribute); within a
 // rank, one of two layouts:
-//   - rows: where B fits each backend beside A. The first backend builds B and the rank's A from
-//     the records (read once), balances the rank's block-rows by their block products, and every
-//     other backend copies B and its rows of A from it (between GPUs a peer copy, over NVLink
-//     where there is one), not from the host once a GPU.
+//   - rows: where B fits each backend beside A. The first backend builds B and the second the
+//     rank's A from the records at once (each read once, over two host links); the second copies
+//     B, balances the rank's block-rows by their block products, and every backend copies B and
+//     its rows of A from those two (between GPUs a peer copy, over NVLink where there is one),
+//     not from the host once a GPU.
 //   - columns: where B does not fit one backend. B's records are read once into host memory and
 //     cut into block-column panels of equal work; every backend holds all of the rank's A (copied
 //     from the first) and builds the panels it is given, at once where they fit together, else

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,61 @@ TEST(CudaLikely, OnlyWhereTheRunWillProbablyWantAGpu) {
   EXPECT_FALSE(likely(std::nullopt));
   for (const char* name : {"small.bin", "half.bin", "large.bin"}) std::remove((dir + "/" + name).c_str());
   ::rmdir(dir.c_str());
+}
+
+// A file holding a COL380 header (and nothing else: the count reads the header alone).
+std::string header_file(const std::filesystem::path& dir, const std::string& name, std::int32_t n, std::int32_t m,
+                        std::int32_t k) {
+  const std::filesystem::path path = dir / name;
+  std::ofstream out(path, std::ios::binary);
+  const std::int32_t header[3] = {n, m, k};
+  out.write(reinterpret_cast<const char*>(header), sizeof header);
+  return path.string();
+}
+
+TEST(AutomaticGpuCount, OneGpuForSmallProductsEveryGpuForLargeOrUnknownOnes) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("blockmm-gpu-count-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Options options;
+  const auto count = [&](const std::string& a, const std::string& b) {
+    options.a_path = a;
+    options.b_path = b;
+    return automatic_gpu_count(options);
+  };
+  // G1 (4.4e12 MACs) and D4 (8.5e12): one GPU. The n 65 536 m 8 quarter case (1.8e13) and a
+  // dense m = 32 one: every GPU.
+  EXPECT_EQ(count(header_file(dir, "g1a", 16384, 8, 4194304), header_file(dir, "g1b", 16384, 8, 4194304)), 1);
+  EXPECT_EQ(count(header_file(dir, "d4a", 32768, 4, 33000000), header_file(dir, "d4b", 32768, 4, 33000000)), 1);
+  EXPECT_EQ(count(header_file(dir, "q8a", 65536, 8, 16777216), header_file(dir, "q8b", 65536, 8, 16777216)), 0);
+  EXPECT_EQ(count(header_file(dir, "h32a", 49152, 32, 2359296), header_file(dir, "h32b", 49152, 32, 2359296)), 0);
+  // Near the bound from both sides: k^2 / p * m^3 against 1e13 at n 65 536, m 8.
+  const double k_at_bound = std::sqrt(kOneGpuBelowMacs * 8192 / 512);
+  EXPECT_EQ(count(header_file(dir, "lo_a", 65536, 8, static_cast<std::int32_t>(k_at_bound * 0.99)),
+                  header_file(dir, "lo_b", 65536, 8, static_cast<std::int32_t>(k_at_bound * 0.99))), 1);
+  EXPECT_EQ(count(header_file(dir, "hi_a", 65536, 8, static_cast<std::int32_t>(k_at_bound * 1.01)),
+                  header_file(dir, "hi_b", 65536, 8, static_cast<std::int32_t>(k_at_bound * 1.01))), 0);
+  // No estimate: every GPU. Shapes that differ, a header that is not one, a file too short, a
+  // missing file, a folder.
+  const std::string small = header_file(dir, "small", 1024, 8, 10);
+  EXPECT_EQ(count(small, header_file(dir, "other_m", 1024, 4, 10)), 0);
+  EXPECT_EQ(count(small, header_file(dir, "bad_m", 1024, 3, 10)), 0);
+  EXPECT_EQ(count(small, header_file(dir, "neg_k", 1024, 8, -1)), 0);
+  EXPECT_EQ(count(header_file(dir, "zero_n", 0, 8, 10), small), 0);
+  {
+    std::ofstream short_file(dir / "short", std::ios::binary);
+    short_file << "abc";
+  }
+  EXPECT_EQ(count(small, (dir / "short").string()), 0);
+  EXPECT_EQ(count(small, (dir / "missing").string()), 0);
+  EXPECT_EQ(count(small, dir.string()), 0);
+  EXPECT_EQ(count(small, small), 1);
+  // --gpus given: its count, whatever the product.
+  options.gpus_given = true;
+  options.gpus = 2;
+  EXPECT_EQ(count(small, small), 2);
+  options.gpus = 0;  // --gpus all
+  EXPECT_EQ(count(small, small), 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(WorkEstimate, EvenlySpreadBlocksSharedAmongRanks) {

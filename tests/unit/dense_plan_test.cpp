@@ -239,9 +239,9 @@ TEST(DensePlan, ChunksHoldTheChunkSizeWhereTwoFitAQuarterOfTheRoom) {
   EXPECT_EQ(plan_full(pr, DenseEncoding::int8_planes).chunk_tiles, 1);
 }
 
-// What the dense path allocates is the plan's workspace: the largest row tile's A tile (whole
-// chunks of 5 rows, as many as an A tile holds), one B tile, and the products of every B tile,
-// in the encoding's buffers.
+// What the dense path allocates is the plan's workspace: the largest row tile's A tile (one
+// chunk of 5 rows where B stays resident; where B is in column tiles, as many whole chunks as
+// an A tile holds), one B tile, and the products of every B tile, in the encoding's buffers.
 TEST(DensePlan, WorkspaceIsTheLargestRowTilesTilesInTheEncodingsBuffers) {
   for (const bool wide : {false, true}) {
     DenseProblem pr = problem(16384, 8, wide ? std::int64_t{1} << 30 : std::int64_t{40} << 30);
@@ -253,8 +253,13 @@ TEST(DensePlan, WorkspaceIsTheLargestRowTilesTilesInTheEncodingsBuffers) {
       ASSERT_EQ(plan.chunk_rows.size(), std::size_t{2048 / 5 + 2});
       ASSERT_GE(plan.max_rows_per_tile, 5);
       EXPECT_EQ(plan.b_resident, !wide);
-      // Row tiles of as many whole chunks as an A tile holds (all 2048 rows where they fit).
-      EXPECT_EQ(plan.row_tile_rows_max, plan.max_rows_per_tile >= 2048 ? 2048 : plan.max_rows_per_tile / 5 * 5);
+      // B resident: a row tile a chunk (its GEMMs beside the copy-backs of the chunks before).
+      // B in column tiles: as many whole chunks as an A tile holds (all 2048 rows where they fit).
+      if (!wide)
+        EXPECT_EQ(plan.row_tile_rows_max, 5);
+      else
+        EXPECT_EQ(plan.row_tile_rows_max, plan.max_rows_per_tile >= 2048 ? 2048 : plan.max_rows_per_tile / 5 * 5);
+      if (!wide) EXPECT_EQ(plan.row_tile_chunks.size(), plan.chunk_rows.size());
       const DenseWorkspace& w = plan.workspace;
       const std::int64_t rows = std::int64_t{plan.row_tile_rows_max} * 8, cols = std::int64_t{plan.cols_per_tile} * 8;
       if (encoding == DenseEncoding::float64) {

@@ -143,7 +143,10 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const 
   plan.chunk_tiles = std::max<std::int64_t>(
       1, std::min(problem.chunk_bytes / problem.record_bytes, problem.room / 4 / (2 * problem.record_bytes)));
   plan.chunk_rows = dense_chunk_rows(plan, row_ptr);
-  plan.row_tile_chunks = dense_row_tiles(plan.chunk_rows, plan.max_rows_per_tile);
+  // Row tiles pay only where B is expanded again a column tile: where B stays resident nothing
+  // is expanded twice, and a row tile's GEMMs would all run before its chunks' gathers and
+  // copy-backs instead of beside them (each chunk is then a row tile of its own).
+  plan.row_tile_chunks = dense_row_tiles(plan.chunk_rows, plan.b_resident ? 0 : plan.max_rows_per_tile);
   for (std::size_t t = 0; t + 1 < plan.row_tile_chunks.size(); ++t)
     plan.row_tile_rows_max = std::max(plan.row_tile_rows_max, plan.chunk_rows[plan.row_tile_chunks[t + 1]] -
                                                                   plan.chunk_rows[plan.row_tile_chunks[t]]);

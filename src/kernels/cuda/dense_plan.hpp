@@ -123,7 +123,8 @@ struct DensePlan {
   // Row tiles: runs of consecutive chunks of at most max_rows_per_tile rows together, each an A
   // tile multiplied by every B tile once, its chunks then gathered from that product (B is
   // expanded once a row tile and column tile, not once a chunk: a chunk is --chunk-size of
-  // output, a few dozen rows where B is wide). The first chunk of each, then the chunks' count.
+  // output, a few dozen rows where B is wide); where B stays resident, each chunk alone. The
+  // first chunk of each, then the chunks' count.
   std::vector<std::int32_t> row_tile_chunks;
   std::int32_t row_tile_rows_max = 0;  // block-rows of the largest row tile: the A tile's height
   // What the path allocates: A tiles as large as the largest row tile (at most
