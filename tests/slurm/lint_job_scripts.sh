@@ -42,6 +42,12 @@ for name in "${scripts[@]}"; do
   has "$name" '^blockmm-job verify "\$out"$'
   if [[ $name == cpu ]]; then
     has cpu '^  blockmm --backend cpu '
+  elif [[ $name == gpus ]]; then
+    # One rank a node, driving every GPU of its node (one CUDA start and one read a node).
+    has gpus '^#SBATCH --ntasks-per-node=1$'
+    has gpus '^#SBATCH --gpus-per-node='
+    has gpus '^srun .*--ntasks-per-node=1 '
+    has gpus '^  blockmm --backend cuda '
   else
     has "$name" '^#SBATCH --gpus-per-task=1$'
     has "$name" '^srun .*--gpus-per-task=1 --gpu-bind=closest'

@@ -216,7 +216,7 @@ pick_ports
 echo "PMIxCliTmpDirBase=$tmp/pmix" >"$tmp/etc/mpi.conf"
 # Two pretend GPUs (Slurm drops a GPU without a device file; /dev/null and /dev/zero stand
 # in), so that the GPU scripts' #SBATCH lines (--gpus-per-node) are accepted and their
-# one-rank-per-GPU plumbing runs, on the CPU backend.
+# GPU plumbing runs, on the CPU backend.
 printf 'NodeName=localhost Name=gpu File=%s\n' /dev/null /dev/zero >"$tmp/etc/gres.conf"
 first_job_id=$((100000 + RANDOM * 8))
 cat >"$conf" <<EOF
@@ -423,10 +423,11 @@ fi
 id=$(submit single-gpu single-gpu --cpus-per-task=1 -- A.bin B.bin C_single.bin --backend=cpu)
 expect "$id" single-gpu COMPLETED 0:0
 check_product single-gpu C_single.bin 1
-id=$(submit gpus gpus --ntasks-per-node=2 --cpus-per-task=1 -- A.bin B.bin C_gpus.bin --backend=cpu)
+# gpus.sbatch: one rank a node that sees every GPU of it (the 2 pretend ones here).
+id=$(submit gpus gpus --gpus-per-node=2 --cpus-per-task=2 -- A.bin B.bin C_gpus.bin --backend=cpu)
 expect "$id" gpus COMPLETED 0:0
-grep -q 'GPUs 0,1$' "$tmp/work/gpus-$id.log" || fail "job gpus: Slurm did not give it both GPUs"
-check_product gpus C_gpus.bin 2
+grep -q 'GPUs 0,1$' "$tmp/work/gpus-$id.log" || fail "job gpus: Slurm did not give its rank both GPUs"
+check_product gpus C_gpus.bin 1
 
 status=0
 log "PASS"
