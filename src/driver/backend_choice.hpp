@@ -31,11 +31,11 @@ std::int64_t input_file_bytes(const Options& options);
 bool cuda_likely(const Options& options, std::int64_t input_bytes);
 
 // A process on its own without --gpus drives every GPU it sees, unless the product is too small
-// for more than one to pay: another GPU's start and end cost about a tenth of a second, more than
-// it saves on a numeric phase of a few tenths (bench/NOTES.md item 34). The work is estimated
-// from the COL380 headers alone (evenly spread blocks: kA kB / (n/m) block products of m^3
+// for more than one to pay: another GPU's start and exit cost more than it saves on a small
+// product's numeric phase (the bound is docs/running.md's). The work is estimated from the
+// COL380 headers alone (evenly spread blocks: kA kB / (n/m) block products of m^3
 // multiply-adds); HDF5 inputs, or headers that do not describe a product, give no estimate.
-// Returns 1 for such a small product, else 0 (every GPU).
+// Returns 1 for such a small product, else 0 (every GPU). --gpus given: its count.
 constexpr double kOneGpuBelowMacs = 1.0e13;
 int automatic_gpu_count(const Options& options);
 
