@@ -2,9 +2,9 @@
 # A process driving several GPUs (multiply/team.hpp) gives the cpu backend's bytes: rows split
 # over 2 and all GPUs, B split into block-column panels (BLOCKMM_B_PANELS), B streamed in panels
 # on one GPU and on several because --mem-budget holds less than B (each GPU's budget kept, the
-# team's layout in the stats), HDF5 out, m from 1 to 32 with saturation and skew, and under
-# mpirun with two ranks sharing the node's GPUs. Skips (77) without a GPU; the several-GPU runs
-# take what GPUs there are (on one GPU they run as one).
+# team's layout in the stats), HDF5 out, m from 1 to 64 with saturation and skew, and under
+# mpirun with two ranks sharing the node's GPUs, also as two simulated nodes. Skips (77) without
+# a GPU; the several-GPU runs take what GPUs there are (on one GPU they run as one).
 set -Eeuo pipefail
 source "$(dirname "$0")/require_gpu.sh"
 trap 'rc=$?; echo "FAIL: line $LINENO: $BASH_COMMAND exited $rc"; exit $rc' ERR
@@ -41,8 +41,8 @@ make_case() {  # make_case NAME N M DENSITY MAX [SKEW [B_DENSITY]]
 
 several="rows split over"
 [ "$gpus" -ge 2 ] || several="one backend"
-for spec in "m1 20000 1 0.002 65535" "m4 8192 4 0.02 1023 1.2" "m8 8192 8 0.05 65535" "m32 4096 32 0.1 1023" \
-            "sat 2048 16 0.5 65535"; do
+for spec in "m1 20000 1 0.002 65535" "m2 16384 2 0.01 65535 1.0" "m4 8192 4 0.02 1023 1.2" "m8 8192 8 0.05 65535" \
+            "m32 4096 32 0.1 1023" "m64 2048 64 0.1 1023" "sat 2048 16 0.5 65535"; do
   make_case $spec
   check one.bin "one backend" --gpus 1
   check all.bin "$several" --gpus all
@@ -66,4 +66,9 @@ timeout 300 "${MPIEXEC:-mpiexec}" -n 2 --oversubscribe --bind-to none "$build/bl
   "$work/m8.A.bin" "$work/m8.B.bin" "$work/mpi.bin" > "$work/mpi.json"
 cmp "$work/m8.cpu.bin" "$work/mpi.bin" || { echo "FAIL: 2 ranks differ from the cpu backend"; exit 1; }
 echo "ok: 2 ranks: $(field "$work/mpi.json" 'j["gpus"]')"
+# ... and as if on two nodes (records travel between the ranks through MPI), each rank a team.
+BLOCKMM_SIMULATE_NODES=1 timeout 300 "${MPIEXEC:-mpiexec}" -n 2 --oversubscribe --bind-to none "$build/blockmm" \
+  --backend cuda --gpus all --stats=json -q "$work/m8.A.bin" "$work/m8.B.bin" "$work/nodes.bin" > "$work/nodes.json"
+cmp "$work/m8.cpu.bin" "$work/nodes.bin" || { echo "FAIL: 2 simulated nodes differ from the cpu backend"; exit 1; }
+echo "ok: 2 simulated nodes: $(field "$work/nodes.json" 'j["team"]["layout"]')"
 echo "OK: several GPUs a process give the cpu backend's bytes"
