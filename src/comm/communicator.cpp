@@ -55,7 +55,7 @@ Communicator::Communicator(const CommunicatorOptions& options, int* argc, char**
     // Open MPI and PMIx keep, until the process ends, much of what they allocate while starting
     // (component tables, strings of components they unload again). LeakSanitizer leaves out what
     // this thread allocates inside MPI_Init, so that no sanitizer run has to match those leaks
-    // to suppressions by unwinding every allocation in full (bench/NOTES.md item 16).
+    // to suppressions by unwinding every allocation in full.
 #if defined(__SANITIZE_ADDRESS__)
     __lsan_disable();
 #endif
@@ -129,9 +129,9 @@ Communicator::~Communicator() {
       // LeakSanitizer checks now, while Open MPI's memory is still reachable and its components
       // still loaded: after MPI_Finalize, Open MPI 4.1 has unloaded the components whose
       // allocations it never frees, and matching those leaks to the suppressions (by walking
-      // their stacks into modules that are gone) cost 1.3 s a rank at exit, half of every
-      // mpiexec run in the sanitizer stage. This is the process's one leak check (the one at
-      // exit does not run again); only MPI_Finalize and static destructors come after it.
+      // their stacks into modules that are gone) is slow, and would be paid at every rank's exit
+      // in the sanitizer stage. This is the process's one leak check (the one at exit does not
+      // run again); only MPI_Finalize and static destructors come after it.
       __lsan_do_leak_check();
 #endif
       MPI_Finalize();

@@ -1,6 +1,6 @@
 // The ranks of a run. Under an MPI launcher this is MPI_COMM_WORLD; started on its own, blockmm
-// is one rank and never initialises MPI (a singleton MPI_Init alone costs 0.1-0.9 s, more than
-// small products take). Everything above this header is written once for both cases.
+// is one rank and never initialises MPI (a singleton MPI_Init alone can cost more than a small
+// product takes). Everything above this header is written once for both cases.
 // It also knows the node of every rank (ranks sharing memory, MPI_Comm_split_type shared), so
 // that ranks of one node can share the page cache instead of moving input bytes through MPI.
 // CommunicatorOptions::simulate_nodes makes every rank its own node for the distribution: the

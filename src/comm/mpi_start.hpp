@@ -1,11 +1,12 @@
 // What blockmm sets in its own environment before MPI_Init, where the user set nothing: the
-// defaults that make a launch on one node cost hundredths of a second instead of tenths
-// (bench/NOTES.md item 16; docs/running.md, "GPU nodes").
+// defaults that keep a launch on one node from paying for machinery it never uses
+// (docs/running.md, "GPU nodes").
 //   - HWLOC_COMPONENTS=-opencl: hwloc's OpenCL plugin starts every OpenCL platform to list its
-//     devices, 0.55 s on an NVIDIA GPU node, for a topology in which MPI never needs them.
+//     devices (a GPU driver's platform is slow to start), for a topology in which MPI never
+//     needs them.
 //   - Open MPI, every rank of the job on this node: OMPI_MCA_pml=ob1 and OMPI_MCA_osc=^ucx, so
-//     that ranks talk through shared memory at once instead of first starting UCX, which costs
-//     0.2 s of every MPI_Init and finds only this node.
+//     that ranks talk through shared memory at once instead of first starting UCX, which adds to
+//     every MPI_Init and finds only this node.
 // A variable the user (or `mpirun --mca`) set is never changed; naming any Open MPI transport
 // (pml, btl or mtl) keeps all three as they are.
 #pragma once

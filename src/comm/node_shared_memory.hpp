@@ -19,8 +19,8 @@ namespace blockmm::comm {
 // node reads them. The mapping starts on a 2 MiB boundary and, where the kernel can
 // (MADV_COLLAPSE, Linux 6.1), is backed by huge pages even where shared memory's transparent
 // huge pages are off: the kernels' random reads of B cost a TLB miss a 4 KiB page otherwise,
-// which one process's private B on huge pages never paid (bench/NOTES.md item 24). Made by
-// NodeSharedMemory::map; destroying it is collective over the node, like NodeCounters.
+// which one process's private B on huge pages never paid. Made by NodeSharedMemory::map;
+// destroying it is collective over the node, like NodeCounters.
 class NodeSharedBytes {
  public:
   ~NodeSharedBytes();

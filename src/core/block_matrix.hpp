@@ -63,7 +63,7 @@ struct BlockMatrix {
 
 // What the host kernels read of a right operand: its CSR over block-rows [row_begin, row_end)
 // through pointers, into a BlockMatrix of this rank or into memory that the ranks of a node
-// share (driver/shared_right_operand.hpp), so that they read one copy of B.
+// share (multiply/shared_right_operand.hpp), so that they read one copy of B.
 struct BlockRowsView {
   MatrixShape shape;
   std::int32_t row_begin = 0;

@@ -1,4 +1,4 @@
-// Error types of blockmm and the exit code each maps to (DESIGN.md §6).
+// Error types of blockmm and the exit code each maps to (docs/running.md, "Messages").
 // Every failure the user can cause carries a one-line message naming the file, the record and
 // the offending value; the driver prints it as "blockmm: error: <message>".
 #pragma once

@@ -4,8 +4,8 @@
 // maps allocations from its threshold on directly, asking for transparent huge pages so that
 // the threads that first touch the memory fault 2 MiB at a time. LargeVector maps from 32 MiB;
 // HugePageVector from 2 MiB, for arrays of one entry a block-row that one thread fills (the
-// cuda backend's host copies of its row pointers: E1's million took 6-8 ms to download into
-// 4 KiB pages, 3.6-4.3 ms into huge pages; bench/NOTES.md item 17).
+// cuda backend's host copies of its row pointers: with millions of rows, a download into 4 KiB
+// pages spends much of its time in page faults that huge pages mostly avoid).
 #pragma once
 
 #include <sys/mman.h>

@@ -1,6 +1,6 @@
 // Exact saturating arithmetic of the product: c = min(sum of a*b, 2^32 - 1).
 // All terms are non-negative, so saturating any partial sum early gives the same result; a
-// saturating uint32 add is therefore exact (DESIGN.md §1).
+// saturating uint32 add is therefore exact.
 #pragma once
 
 #include <cstdint>

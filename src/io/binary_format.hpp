@@ -1,6 +1,6 @@
 // The COL380 binary format: header and size rules, record validation, and whole-file reads
 // and writes for tools and tests. Every violation is an InputError naming the file, the record
-// (and byte offset) and the offending value (DESIGN.md §1).
+// (and byte offset) and the offending value (docs/formats.md, "COL380 binary").
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The HDF5 BSR layout (DESIGN.md §1), the one scipy.sparse.bsr_matrix takes:
+// The HDF5 BSR layout (docs/formats.md, "HDF5"), the one scipy.sparse.bsr_matrix takes:
 //   /          attributes format = "blockmm-bsr", version = 1, n, m, nnzb (int64)
 //   /indptr    int64  [p + 1]     block-row pointers
 //   /indices   int32  [nnzb]      block-columns, strictly ascending within a row

@@ -207,8 +207,8 @@ void CheckedFile::read_hyperslab(hid_t dataset, const char* name, hid_t memory_t
 }
 
 // Nothing is allocated from the attributes and shapes before they are checked against what the
-// file holds (DESIGN.md §1): a dataset that was never written reads as fill values, so a file of
-// a few hundred bytes could otherwise declare (and have blockmm allocate) billions of entries.
+// file holds: a dataset that was never written reads as fill values, so a file of a few
+// hundred bytes could otherwise declare (and have blockmm allocate) billions of entries.
 // An uncompressed dataset must have all of its bytes stored in the file; a compressed one may
 // expand at most kMaxExpansion times (deflate tops out near 1032).
 void CheckedFile::check_stored(hid_t dataset, const char* name, std::int64_t file_bytes) const {

@@ -117,11 +117,11 @@ struct ExtentCounts {
 // huge folio: MADV_COLLAPSE (Linux 6.1) does that on tmpfs even where its settings give new pages
 // 4 KiB (shmem_enabled = never, no huge= mount option), but refuses an extent without any page,
 // so one page of each is populated first. One insertion into the file's page cache a 2 MiB folio
-// instead of 512: the lock of one file's page index is what bounds a single file's write rate
-// (bench/NOTES.md item 33). A collapse that fails (no huge page free, a kernel that refuses)
-// leaves the extent in 4 KiB pages; the copy is the same. The populate calls fault the pages in
-// once per range instead of once per page, and a page the file system cannot back is an error
-// code there, never a SIGBUS in the copy.
+// instead of 512: the lock of one file's page index is what bounds a single file's write rate.
+// A collapse that fails (no huge page free, a kernel that refuses) leaves the extent in 4 KiB
+// pages; the copy is the same. The populate calls fault the pages in once per range instead of
+// once per page, and a page the file system cannot back is an error code there, never a SIGBUS
+// in the copy.
 // `collapse_end` >= hi: the extents up to it are made huge too (the mapping must reach it): the
 // extent a write ends inside, which the next write goes on filling.
 int prepare_range(std::byte* at, std::int64_t lo, std::int64_t hi, bool huge, ExtentCounts* counts,
@@ -262,8 +262,8 @@ class Team {
 }
 
 // Each large write maps just its own range, copies, and unmaps: tearing down a whole file's map
-// at the end cost 0.3-0.6 s per 1.5 GB here, after the compute, where per-write unmaps run beside
-// it (the cpu backend writes from a thread of its own); and the address space stays a chunk's.
+// at the end is a serial cost after the compute, where per-write unmaps run beside it (the cpu
+// backend writes from a thread of its own); and the address space stays a chunk's.
 class MappedWriter final : public FileWriter {
  public:
   MappedWriter(int fd, std::int64_t size, int threads, const std::string& shown, bool tmpfs, bool huge)

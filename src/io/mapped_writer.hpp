@@ -2,7 +2,7 @@
 // first (fallocate, so a full disk or a file-size limit is an error up front, and a page of the map
 // can never fault for want of space), and each large write_at maps its range MAP_SHARED and is
 // copied into it by a small team of threads. One-file pwrite(2) calls are serialised by the
-// file's lock (2.4 GB/s on tmpfs whatever the thread count); copies into a shared map are not.
+// file's lock (more threads do not write faster); copies into a shared map are not.
 // Only for a file every rank sees through one node's page cache: ranks on several nodes keep
 // MPI-IO (file_access.hpp), whose file systems do not promise coherent shared maps.
 #pragma once
@@ -24,9 +24,10 @@ WritePolicy write_policy(int requested_threads, bool huge, bool pwrite_only, boo
 
 // Whether a file is written through shared maps (else one pwrite stream). By default only on
 // tmpfs by a rank of kMinDefaultMapThreads or more threads: to the local disk one pwrite stream
-// was faster (bench/NOTES.md item 10), and so it was on the 2-core VM (2.3 GB/s against 1.5-1.6
-// for the map in 4 KiB pages; item 33: 1-2.5 against 0.2-1 in huge folios). There binary output
-// is mapped, and HDF5 output where it goes into huge folios (in 4 KiB pages it lost to pwrite).
+// is faster, and so it is where a rank has too few threads for the copies to outrun it (the map
+// also clears each page on first touch and fills and tears down page tables). There binary
+// output is mapped, and HDF5 output where it goes into huge folios (in 4 KiB pages it loses to
+// pwrite).
 constexpr int kMinDefaultMapThreads = 4;
 struct MapChoice {
   bool pwrite_forced = false;   // BLOCKMM_IO=pwrite

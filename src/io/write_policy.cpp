@@ -74,11 +74,12 @@ bool huge_folios_possible(int fd) {
 bool maps_output(const MapChoice& c) {
   if (c.pwrite_forced || !c.mappable) return false;
   if (c.threads_forced) return true;
-  // The local disk: one pwrite stream was faster (bench/NOTES.md item 10). Fewer threads: one
-  // pwrite stream was faster on the 2-core VM, in 4 KiB pages (item 10) and in huge folios
-  // alike, whose first allocation there costs the hypervisor's backing of each 2 MiB (item 33).
+  // The local disk: one pwrite stream is faster (the map adds page-table work and a flush that
+  // pwrite does not). Fewer threads: too few copies to outrun one pwrite stream, in 4 KiB pages
+  // and in huge folios alike (on a virtual machine a huge folio's first allocation may also wait
+  // for the host to back each 2 MiB anew).
   if (!c.tmpfs || c.threads < kMinDefaultMapThreads) return false;
-  return c.huge || !c.hdf5;  // HDF5 in 4 KiB pages lost to pwrite on the H200 node (item 10)
+  return c.huge || !c.hdf5;  // HDF5 through 4 KiB pages of a map loses to pwrite even on many threads
 }
 
 std::string tmpfs_huge_settings(int fd) {
@@ -117,11 +118,11 @@ namespace {
                     ": " + std::strerror(error));
 }
 
-// tmpfs: fallocate allocates every page, in one thread under the inode's lock (0.7-0.9 s per
-// 1.5 GB on the development VM, before the numeric phase), and the map's first touch clears it
-// again. The copying threads' MADV_POPULATE_WRITE allocates the same pages in parallel and
-// reports a full tmpfs as an error, so here the size is set (a file-size limit fails now) and the
-// free space checked now; a tmpfs filled by someone else meanwhile fails the write that finds it.
+// tmpfs: fallocate allocates every page, in one thread under the inode's lock (a serial pass
+// over the whole output before the numeric phase), and the map's first touch clears it again.
+// The copying threads' MADV_POPULATE_WRITE allocates the same pages in parallel and reports a
+// full tmpfs as an error, so here the size is set (a file-size limit fails now) and the free
+// space checked now; a tmpfs filled by someone else meanwhile fails the write that finds it.
 bool reserve_on_tmpfs(int fd, std::int64_t bytes, const struct statfs& fs, const std::string& shown,
                       const std::string& temporary) {
   struct stat st {};

@@ -1,11 +1,10 @@
 // The cuda backend's start in a process and its factory, for host code (the .cu files stay in
-// kernels/cuda). CUDA's start is most of a short run's time (bench/NOTES.md items 20 and 26), so
-// it is begun as early as the run knows it will probably use GPUs, and overlaps MPI's start and
-// the reading of the inputs: the environment CUDA starts with (set before it loads), the
-// driver's load, every GPU's context at once, the pinned staging each backend reads through,
-// and cuBLAS where the dense path is likely. One CudaStart a process owns all of it and hands
-// each GPU's share to the backend made for that GPU. In a build without CUDA everything here
-// exists and finds no GPU.
+// kernels/cuda). CUDA's start is most of a short run's time, so it is begun as early as the run
+// knows it will probably use GPUs, and overlaps MPI's start and the reading of the inputs: the
+// environment CUDA starts with (set before it loads), the driver's load, every GPU's context at
+// once, the pinned staging each backend reads through, and cuBLAS where the dense path is likely.
+// One CudaStart a process owns all of it and hands each GPU's share to the backend made for that
+// GPU. In a build without CUDA everything here exists and finds no GPU.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +55,7 @@ std::string cuda_visibility_setting(const EnvironmentLookup& lookup, const NodeP
 // context. CUDA's default of 8 costs every context's creation and teardown time, and blockmm
 // issues its streams' work in the order it runs (the numeric phase issues chunk c's kernels
 // before chunk c-1's copy, which waits only for chunk c-1's kernels), so one queue loses no
-// overlap (bench/NOTES.md item 20).
+// overlap.
 std::string cuda_connections_setting(const EnvironmentLookup& lookup);
 
 // Whether a GPU can be here at all, without asking CUDA: `cuda_visible_devices` (the variable's

@@ -1,5 +1,5 @@
 // The right operand that the ranks of one node read from one copy: two copies of B in a node's
-// caches cost the ranks more than one process with their threads (bench/NOTES.md item 22). The
+// caches cost the ranks more than one process with their threads, whose one copy they share. The
 // copy lives in anonymous memory the node's ranks share (comm/node_shared_memory.hpp), packed by the backend
 // (operands/packed_rows.hpp); the node's first rank alone reads and builds B
 // (partition::distribute decides it before any rank reads B) and every rank's kernels read it there.

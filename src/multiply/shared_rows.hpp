@@ -21,10 +21,10 @@ namespace blockmm::multiply {
 // regions built and their symbolic phase run twice, which repays only where block products are
 // the work (m >= 4), and collectives, node-shared counters and three numeric calls, which repay
 // only where a rank computes long enough for an imbalance to cost more: from 2^28 multiply-adds
-// a thread (bench/NOTES.md items 14 and 18 measured both). No sharing for one rank, m < 4, or
-// mode off; on and give_first share whatever the work (give_first: each rank claims its
-// neighbours' regions before its own panel, so that tests cover a neighbour computing most
-// shared tiles).
+// a thread (both thresholds from the bench machines' measured runs with sharing on and off). No
+// sharing for one rank, m < 4, or mode off; on and give_first share whatever the work
+// (give_first: each rank claims its neighbours' regions before its own panel, so that tests
+// cover a neighbour computing most shared tiles).
 partition::RowSharing row_sharing(RowSharingMode mode, int ranks, std::int32_t m, int threads_per_rank);
 
 // A neighbour's region that this rank may compute: its operand and pattern here.

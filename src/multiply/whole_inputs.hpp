@@ -1,9 +1,10 @@
-// Whole inputs on every rank of one node. Where a backend builds all of A and all of B in a few
-// hundredths of a second (the cuda backend: a parallel read into pinned slots, uploaded as it
-// goes, sorted on the device), the ranks of one node each build both from the files (they share
-// the page cache), balance the output block-rows by the exact block products of each row, and
-// keep their own rows of A: no record crosses between ranks and nothing is sorted on the host,
-// where the host distribution (partition::distribute) would cost tenths of a second (bench/NOTES.md).
+// Whole inputs on every rank of one node. Where a backend builds all of A and all of B faster
+// than the host could place their records (the cuda backend: a parallel read into pinned slots,
+// uploaded as it goes, sorted on the device), the ranks of one node each build both from the
+// files (they share the page cache), balance the output block-rows by the exact block products
+// of each row, and keep their own rows of A: no record crosses between ranks and nothing is
+// sorted on the host, where the host distribution (partition::distribute) would cost several
+// times the device build.
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,7 @@ namespace blockmm::partition {
 // How the ranks came by their records (for --stats).
 enum class DistributionMethod {
   one_rank,           // the whole files, read where the backend builds
-  whole_inputs,       // every rank of one node builds both whole (driver/whole_inputs.hpp)
+  whole_inputs,       // every rank of one node builds both whole (multiply/whole_inputs.hpp)
   rows_scanned,       // every rank of one node scans the files for its rows
   records_exchanged,  // across nodes: shares read, records sent to their owners through MPI
 };
@@ -45,7 +45,7 @@ struct Distribution {
   std::unique_ptr<RecordSource> above;
   OperandSpec below_spec;
   OperandSpec above_spec;
-  // Whether the ranks of this node read one copy of B (driver/shared_right_operand.hpp): asked
+  // Whether the ranks of this node read one copy of B (multiply/shared_right_operand.hpp): asked
   // for, and every rank of the node (several of them) needs all of B's records, so that their B
   // is the same. Then only the node's first rank holds `b` (all of B, whose duplicates it finds)
   // where the ranks scan the files; the others hold none and read none of B.

@@ -163,7 +163,7 @@ GroupedRecords gather_rows(io::InputFile& file, const std::vector<char>& wanted,
   std::byte* const dest = out.records.bytes.data();
 
   // Placing each record straight at its row scatters small writes over as many places as there
-  // are rows, more than the caches hold (D4: 2.5x the time of writing them in order). So two
+  // are rows, more than the caches hold (several times the cost of writing them in order). So two
   // steps: first into bins of consecutive rows (few enough that a thread's staging buffer of
   // each stays in its cache, written out a run of records at a time), then each bin, now a few
   // MiB, in (row, column) order.

@@ -2,8 +2,9 @@
 // each takes its A rows and the B rows it needs from the files itself (gather_rows), and nothing
 // but per-row counts moves between them. Across nodes, A and B records travel as bytes to the
 // owner of their block-row, then each rank fetches the B rows its A panel touches from their
-// owners. (Sending record numbers between the ranks of a node instead of the records' bytes was
-// measured slower on 16 cores than either: bench/NOTES.md item 11.)
+// owners. (Sending record numbers between the ranks of a node instead of the records' bytes is
+// slower than either: it adds per-record loops and sorts, and leaves the build gathering its
+// values in file order, at random.)
 #pragma once
 
 #include <cstdint>

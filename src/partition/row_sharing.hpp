@@ -24,10 +24,10 @@ struct SharedRegions {
 };
 
 // What a run asks of sharing: about `fraction` of each rank's work at either end of its panel,
-// where the ranks' average work (block products) reaches `min_part_work`. Sharing costs a few
-// milliseconds whatever the work (node-shared counters, collectives, the neighbours' regions
-// built and their symbolic phase run twice), so it pays only where the compute is long enough
-// for a 1.25x imbalance to cost more (driver/shared_rows.hpp sets both).
+// where the ranks' average work (block products) reaches `min_part_work`. Sharing has a fixed
+// cost whatever the work (node-shared counters, collectives, the neighbours' regions built and
+// their symbolic phase run twice), so it pays only where the compute is long enough for a 1.25x
+// imbalance to cost more (multiply/shared_rows.hpp sets both).
 struct RowSharing {
   double fraction = 0;
   std::int64_t min_part_work = 0;
@@ -41,9 +41,9 @@ SharedRegions shared_regions(const std::vector<std::int64_t>& work, const std::v
 
 // Tiles a granule of a region holds: a quarter of the region (so about 1/32 of a panel's work
 // at the default fraction), at most `max_tiles` (the chunk limit). Each granule is a chunk of
-// the numeric phase, whose thread team meets at its end: sixteenths cost 10-15 % of the numeric
-// phase on 8 threads a rank (bench/NOTES.md item 14). Owner and helper compute it from the same
-// figures, so they cut alike.
+// the numeric phase, whose thread team meets at its end: finer granules add more of those
+// meetings than their balance wins back. Owner and helper compute it from the same figures, so
+// they cut alike.
 std::int64_t granule_tiles(std::int64_t region_tiles, std::int64_t max_tiles);
 
 // Claims one granule of a region: returns the number of the next unclaimed granule (they are

@@ -1,7 +1,7 @@
 // The command lines of blockmm-gen, blockmm-cmp, blockmm-info and blockmm-convert, and the entry
 // point they share (options, --help and --version, failures mapped to exit codes and one-line
 // messages, as the blockmm driver does). One translation unit on purpose: CLI11 2.1 is header-only
-// and each file that builds a CLI::App costs 15-30 s of compilation (bench/NOTES.md item 16).
+// and each file that builds a CLI::App pays a long compilation of its templates.
 #include "tools/command_lines.hpp"
 
 #include <omp.h>

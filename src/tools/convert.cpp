@@ -1,4 +1,4 @@
-// blockmm-convert's conversion: COL380 binary <-> HDF5 BSR (DESIGN.md §1), lossless, for inputs (uint16)
+// blockmm-convert's conversion: COL380 binary <-> HDF5 BSR (docs/formats.md), lossless, for inputs (uint16)
 // and products (uint32). The input's kind comes from its signature, the output's from --to or
 // OUT's extension. BSR stores blocks sorted by (i, j): a sorted binary file (every blockmm
 // product is one) streams through in pieces; an unsorted one is loaded and sorted in memory,

@@ -119,7 +119,7 @@ struct Planes512 {
   // m = 8: a register is tile rows 2q (lanes 0-7) and 2q + 1 (lanes 8-15); B's pair p (8 columns)
   // in both halves, A's pair values broadcast half by half (prepared once per A block). Each
   // form sets up its own registers in a function of its own: with the two forms' registers in
-  // one struct the two-plane form ran 8-12 % slower at 16 threads (bench/NOTES.md item 19).
+  // one struct handed to the loops, the two-plane form ran measurably slower on many threads.
   template <bool OnePlane>
   __attribute__((noinline)) static void products_8(const BlockRowTask& task, const PreparedA a) {
     constexpr int m = 8, pairs = 4, row_pairs = 4;

@@ -11,10 +11,9 @@
 namespace blockmm::kernels {
 
 // The numeric phase's two chunk buffers, kept by the backend from one numeric call to the next
-// and released with it. Faulting in and unmapping a call's own buffers cost each call about
-// 0.3 ms on 16 cores (two 2 MiB buffers on 4 KiB pages; the unmap alone 0.27 ms, while the
-// team's threads wait), a sixth of a small case's phase, and ranks that share rows make up to
-// three calls (bench/NOTES.md item 25). Contents carry nothing from call to call.
+// and released with it. A call's own buffers would be faulted in and unmapped on every call (on
+// 4 KiB pages, while the team's threads wait), a large share of a small case's phase, and ranks
+// that share rows make up to three calls. Contents carry nothing from call to call.
 struct CpuNumericWorkspace {
   LargeVector<std::byte> chunk_buffers[2];
 };

@@ -8,7 +8,7 @@
 // c is computed while chunk c-1 is written. Rows longer than a thread's share of a chunk are
 // split into column ranges (pieces) that run in parallel. The calling thread writes chunk c-1 at
 // the start of chunk c's parallel region and then joins the compute: a writer thread of its own
-// competed with the team's spinning threads for the cores (bench/NOTES.md item 18).
+// would compete with the team's spinning threads for the cores.
 #include <omp.h>
 
 #include <algorithm>
@@ -31,12 +31,10 @@ using Clock = std::chrono::steady_clock;
 // 2 MiB a thread, and at most an eighth of the rank's output (a threads'th with more than 8
 // threads), between 2 and 32 MiB. Two buffers this size are reused from the third chunk on, so
 // their pages are faulted in and cleared once, and the write left after the last chunk's compute
-// stays short. On the 2-core VM (bench/NOTES.md item 12) 32 MiB chunks took the m = 8 case's
-// numeric phase from 1.8-2.4 s to 1.3-1.7 s against 256 MiB, and S1 (18 MB of output, one chunk
-// before) from 0.032-0.037 s to 0.015-0.025 s in 2 MiB chunks. On 16 cores (item 19, a sweep of
-// fixed sizes) these sizes put two ranks of 8 threads' C4 at 0.040 s against 0.048 in 32 MiB,
-// one rank of 16's C8 (17 MiB chunks) at 0.047 against 0.053, and S2's 37 MB (2.3 MiB chunks,
-// not 4.6) at 0.0027 against 0.0043 s.
+// stays short. Much larger chunks fault and clear every page of the output and leave a long write
+// after the compute; a small output still gets several chunks, so that its writes overlap the
+// compute too. The per-thread and eighth-of-the-output bounds came out best in a sweep of fixed
+// sizes on a many-core node, for one rank and for ranks sharing a node alike.
 std::int64_t cpu_chunk_bytes(std::int64_t output_bytes, std::int64_t limit, int threads) {
   const std::int64_t per_thread = std::int64_t{2} << 20;
   const std::int64_t share = output_bytes / std::max(8, threads);

@@ -24,8 +24,8 @@ __device__ __forceinline__ std::int64_t grid_threads() { return static_cast<std:
 // Where each row starts in keys sorted by (row, column), row = key >> col_bits: starts[r] is the
 // first s whose row is r or more, mapped through `position` where given (CSR row pointers of the
 // kept blocks), and starts[rows] the end. Each entry is written once, by the key where the row
-// changes (no counters: atomics on one row's counter serialised a warp whose keys all share that
-// row, 11 ms of D4's build).
+// changes (no counters: atomics on one row's counter serialise a warp whose keys all share that
+// row, which made them a large share of a dense operand's build).
 template <typename Out>
 __global__ void row_starts(const u64* sorted_keys, std::int64_t count, int col_bits, std::int64_t rows,
                            const std::int32_t* position, Out* starts) {

@@ -86,8 +86,8 @@ __global__ void gather_values(const std::byte* records, std::int64_t stride, con
 
 // gather_values for blocks of whole 8-byte words (m even, m <= 64): kWords lanes (a power of two
 // up to 32) copy a block's kWords words, consecutive lanes consecutive words, and OR their masks
-// together by shuffles. A thread a block copied 2 bytes at a time from records 40-136 bytes apart:
-// 6-8 ms a D4 or G1 operand.
+// together by shuffles. A thread a block copying 2 bytes at a time from records tens of bytes
+// apart leaves most of each memory transaction unused.
 template <int kWords>
 __global__ void gather_value_words(const std::byte* records, std::int64_t stride, const std::int32_t* block_source,
                                    std::int64_t blocks, std::int32_t m, bool left, std::uint16_t* values, u64* masks) {

@@ -1,6 +1,6 @@
-// cuBLAS, loaded on first use. The library is several hundred MB; linking it would add tens of
-// milliseconds to every start of blockmm (seen on the H200 machine: 0.11 s wall for S1 against
-// 0.035 s of work), also for runs that never take the dense path that needs it.
+// cuBLAS, loaded on first use. The library is several hundred MB; linking it would make every
+// start of blockmm load it (for a small product, longer than the work itself), also for runs
+// that never take the dense path that needs it.
 #pragma once
 
 #include <cublas_v2.h>

@@ -57,8 +57,9 @@ const cuda::DevicePattern& device_pattern(const ProductPattern& pattern) {
 
 // Whether this process's contexts on `device` are an MPS server's, shared with the node's other
 // clients: the run's device name says so, since it changes what the start and the end of a run
-// cost (bench/NOTES.md item 26) and who else holds the GPU's memory. A driver or toolkit that
-// does not know the attribute leaves it unsaid.
+// cost (a process that finds the GPU already held by a server skips most of the first client's
+// start and end) and who else holds the GPU's memory. A driver or toolkit that does not know
+// the attribute leaves it unsaid.
 bool shared_via_mps(int device) {
 #if CUDART_VERSION >= 12030
   int mps = 0;

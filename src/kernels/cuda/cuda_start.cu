@@ -33,7 +33,7 @@ int count_devices() {
 
 // The device's context, and beside it the staging slots' host memory populated (while the
 // context starts) and registered (once it exists), so that the build's first read waits for
-// neither (bench/NOTES.md item 28).
+// neither.
 cuda::PreparedDevice prepare_device(int device, std::int64_t input_bytes, int threads) {
   const std::int64_t staging_bytes = cuda::StagingBuffers::slots_for(input_bytes, threads) * cuda::StagingBuffers::kSlotBytes;
   double populate_seconds = 0;

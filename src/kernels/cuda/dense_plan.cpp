@@ -137,9 +137,8 @@ DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const 
   if (rows < 1) throw budget_error(problem.room, least);
   plan.max_rows_per_tile = static_cast<std::int32_t>(rows);
   plan.b_resident = cols == p;
-  // A chunk is --chunk-size of output (larger chunks are larger GEMMs: D4's kernels took 0.198 s
-  // in chunks of half the option, 0.159 s in whole ones), and its two buffers fit a quarter of
-  // the room.
+  // A chunk is --chunk-size of output (larger chunks are larger GEMMs, which run closer to the
+  // GPU's peak), and its two buffers fit a quarter of the room.
   plan.chunk_tiles = std::max<std::int64_t>(
       1, std::min(problem.chunk_bytes / problem.record_bytes, problem.room / 4 / (2 * problem.record_bytes)));
   plan.chunk_rows = dense_chunk_rows(plan, row_ptr);

@@ -128,8 +128,8 @@ struct DensePlan {
   std::vector<std::int32_t> row_tile_chunks;
   std::int32_t row_tile_rows_max = 0;  // block-rows of the largest row tile: the A tile's height
   // What the path allocates: A tiles as large as the largest row tile (at most
-  // max_rows_per_tile block-rows: fewer where the output, not the room, limits the rows; G1's
-  // products took 3.2 GB for chunks that use 0.6 GB) and B tiles of cols_per_tile block-columns.
+  // max_rows_per_tile block-rows: fewer where the output, not the room, limits the rows, so that
+  // the products are not sized for rows no chunk holds) and B tiles of cols_per_tile block-columns.
   DenseWorkspace workspace;
 };
 
@@ -141,11 +141,11 @@ KPiece k_piece_at(const DensePlan& plan, std::int32_t piece);
 DensePlan plan_dense(const DenseProblem& problem, DenseEncoding encoding, const std::vector<std::int64_t>& row_ptr);
 
 // One product issued before the numeric phase so that cuBLAS has chosen and loaded the kernel
-// of the dense path's GEMMs by then (bench/NOTES.md item 23: the first int8 GEMM of a shape
-// family cost 10-16 ms of host time, the GPU idle behind it; a 256^3 product did not load the
-// large GEMMs' kernel, 2048 x 2048 x K did). Its operands are uninitialised scratch; the
-// product is discarded. Empty (rows == 0) where it would take more than kWarmUpShare of the
-// device memory free, or of an explicit budget.
+// of the dense path's GEMMs by then (the first int8 GEMM of a shape family costs host time while
+// the GPU waits behind it; the product must be large, since a small one does not load the kernel
+// that large GEMMs use). Its operands are uninitialised scratch; the product is discarded. Empty
+// (rows == 0) where it would take more than kWarmUpShare of the device memory free, or of an
+// explicit budget.
 struct WarmUpProduct {
   bool float64 = false;
   std::int32_t rows = 0, cols = 0, k = 0;  // the GEMM's M, N and K

@@ -34,7 +34,7 @@ void sort_pairs(cub::DoubleBuffer<u64>& keys, cub::DoubleBuffer<std::int32_t>& v
 
 // Reads the source with several threads into pinned slots, uploading each piece on the worker's
 // stream while the worker reads the next: a slot holds two pieces, read and uploaded in turn, so
-// that the reads run at the file's pace instead of waiting for each upload (bench/NOTES.md 17).
+// that the reads run at the file's pace instead of waiting for each upload.
 // The device memory at `dest` receives every record in order.
 void upload_records(RecordSource& records, std::byte* dest, const BuildContext& context) {
   const std::int64_t stride = records.stride();
@@ -95,8 +95,8 @@ void upload_records(RecordSource& records, std::byte* dest, const BuildContext& 
   };
   std::vector<std::thread> threads;
   // A reader checks its pieces' indices on its own thread: the check's OpenMP loop would otherwise
-  // start a team of all the cores in each of the 15 new readers, which cost E1 and E2 10-13 ms an
-  // operand (bench/NOTES.md item 18). (Reader 0 is this thread, whose team exists already.)
+  // start a team of all the cores in each of the new readers, a cost that dominates the read of a
+  // small operand. (Reader 0 is this thread, whose team exists already.)
   for (int w = 1; w < workers; ++w)
     threads.emplace_back([&work, w] {
       omp_set_num_threads(1);

@@ -117,7 +117,7 @@ std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream
 }
 
 // Into host memory on huge pages (core/large_buffer.hpp): for arrays of one entry a block-row,
-// whose 4 KiB page faults cost more than the copy (E1: a million rows).
+// whose 4 KiB page faults cost more than the copy (with a million rows, say).
 template <typename T>
 HugePageVector<T> download_rows(const T* device, std::int64_t count, cudaStream_t stream) {
   return download_into_new<HugePageVector<T>>(device, count, stream);

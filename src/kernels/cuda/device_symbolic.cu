@@ -165,8 +165,8 @@ std::unique_ptr<DevicePattern> device_symbolic(const DeviceOperand& a, const Dev
 
   // Each row's block products decide its method: a bitset of the row's columns when the
   // products outnumber the bitset's words (dense rows), else the products' columns sorted.
-  // Everything of one entry a row stays on the device (a million rows cost E1 ~40 ms of host
-  // arrays and copies: bench/NOTES.md 17-18); the host sees counts and the row pointers.
+  // Everything of one entry a row stays on the device (with a million rows, host arrays and their
+  // copies cost more than the phase's kernels); the host sees counts and the row pointers.
   const DeviceArray<std::int64_t> products = row_products(a, b, scratch, stream);
   const std::int64_t heavy_at = std::max<std::int64_t>(64, 2 * words);
   const RowClass light = select_rows(products, rows, 0, heavy_at, scratch, stream);

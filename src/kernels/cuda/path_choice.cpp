@@ -10,8 +10,8 @@
 namespace blockmm::kernels::cuda {
 
 const PathCosts& measured_path_costs() {
-  // Fitted to measured numeric phases of the bench machine's GPU; bench/NOTES.md item 30 gives
-  // each figure's source (and item 31 the tensor-core kernel's, predicted until measured).
+  // Fitted to the bench machine's measured numeric phases, one rate a term of the model (the
+  // tensor-core kernel's partly predicted, below).
   static const PathCosts costs = [] {
     PathCosts c;
     c.fixed[0] = {1.0e-11, 7.7e-12};   // m = 1
@@ -20,9 +20,10 @@ const PathCosts& measured_path_costs() {
     c.fixed[3] = {8.77e-11, 1.47e-11};  // m = 8
     c.fixed[4] = {2.56e-9, 2.0e-11};   // m = 16
     c.fixed[5] = {3.0e-8, 4.0e-11};    // m = 32
-    // The tensor-core block kernel: useful multiply-adds at 1.17, 4 and 5 x 10^13 a second (m =
-    // 8, 16, 32), a B column's entry scanned 32 at a time against the A row's bitmap. m = 8 is
-    // measured (1.7 times the first prediction, both terms); m = 16 and 32 are still predicted.
+    // The tensor-core block kernel: a block product's m^3 useful multiply-adds at its rate, and a
+    // B column's entry scanned 32 at a time against the A row's bitmap. m = 8 is fitted to its
+    // measured numeric phases; m = 16 and 32 are predicted from the kernel's instruction and load
+    // counts until measured.
     c.tensor_core[0] = {512 / 1.17e13, 1.7e-12};
     c.tensor_core[1] = {4096 / 4.0e13, 1.0e-12};
     c.tensor_core[2] = {32768 / 5.0e13, 4.0e-12};

@@ -1,9 +1,9 @@
 // The choice between the numeric phase's two paths on the GPU, the sparse tile kernels and the
 // dense tiles on cuBLAS, from a small cost model: each path's time predicted from the block
 // size, the lists the sparse matching walks (the block density), the block products (and so the
-// products per output block) and the output's size, with the measured rates in one place
-// (PathCosts; bench/NOTES.md item 30 says where each figure comes from). Pure C++,
-// compiled in every build, so that its unit tests run where there is no GPU.
+// products per output block) and the output's size, with the rates in one place (PathCosts,
+// fitted to measured numeric phases). Pure C++, compiled in every build, so that its unit tests
+// run where there is no GPU.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ struct SparseCosts {
   double walk_entry_seconds = 0;
 };
 
-// The model's constants, measured on the bench machine's GPU (bench/NOTES.md item 30).
+// The model's constants, fitted to the bench machine's measured numeric phases.
 struct PathCosts {
   SparseCosts fixed[6];                 // the CUDA-core tile kernels for m = 1, 2, 4, 8, 16, 32
   double generic_macs_per_second = 0;   // the generic kernel (any other m): its multiply-adds

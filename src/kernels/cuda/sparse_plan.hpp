@@ -59,8 +59,8 @@ struct SparseKernel {
 SparseKernel sparse_kernel_for(int m, bool generic, bool tensor_cores = false);
 
 // Work units: each row's tiles cut into runs of at most tiles_per_unit. The host walks its row
-// pointers for their number and the chunks; the list itself is written on the device (E1 has a
-// million rows and units, whose host list and upload cost more than its kernels).
+// pointers for their number and the chunks; the list itself is written on the device (with a
+// million rows and units, a host list and its upload cost more than the kernels).
 std::int64_t count_units(const OutputLayout& layout, int tiles_per_unit);
 
 struct SparseChunk {

@@ -36,9 +36,9 @@ class HugePageMemory {
   std::size_t bytes_ = 0;
 };
 
-// Host memory registered with CUDA (pinned). Pinning through cudaMallocHost costs about 0.4 ms
-// a MiB (4 KiB pages); registering populated 2 MiB pages is several times cheaper (bench/NOTES.md
-// item 17).
+// Host memory registered with CUDA (pinned). cudaMallocHost pins 4 KiB pages one by one, which
+// costs the first read a noticeable wait; registering populated 2 MiB pages is several times
+// cheaper.
 class RegisteredBuffer {
  public:
   // Huge-page memory registered; a PinnedBuffer (cudaMallocHost) where registering fails.

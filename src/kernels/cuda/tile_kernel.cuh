@@ -115,7 +115,8 @@ __device__ __forceinline__ std::int32_t lower_bound(const std::int32_t* keys, st
 
 // One list this many times longer than the other is searched, not walked: a power-law A row
 // of 700 000 blocks meets B columns of 10, and walking both costs every tile of that row the
-// whole row (the serialisation issue #20 measured at 24x cuSPARSE); searching costs 10 x 20 steps.
+// whole row (a serialisation that leaves such skewed products far behind cuSPARSE); searching
+// costs 10 x 20 steps.
 constexpr std::int32_t kSearchRatio = 16;
 
 // Intersects A's row with B's column, handing each batch of up to kMatchBatch matches (A block,
