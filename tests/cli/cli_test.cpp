@@ -191,6 +191,9 @@ std::vector<BadFile> bad_files() {
       // Text is no blockmm input, said so rather than through the header its bytes would make.
       {"text", text_bytes("hello, this is a text file\n"), {"not a blockmm input (COL380 binary or HDF5)", "hello"}, {}},
       {"short_text", text_bytes("hi\n"), {"not a blockmm input (COL380 binary or HDF5)"}, {}},
+      // Line ends and bytes past ASCII are named, not printed: the message stays one line.
+      {"text_with_line_ends", text_bytes("ab\r\n\xe9" "cdefghijkl\n"),
+       {"not a blockmm input (COL380 binary or HDF5)", "\"ab\\x0d\\x0a\\xe9cdefghi\""}, {}},
   };
 }
 

@@ -359,6 +359,9 @@ def main():
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(BUILD, "python"))
+    if not os.access(os.path.join(BUILD, "blockmm-cmp"), os.X_OK):  # the C++ side of every case
+        print(f"fuzz_python_tools: no {os.path.join(BUILD, 'blockmm-cmp')}: build the blockmm-cmp target first")
+        return 1
     if args.worker or args.case is not None:
         try:
             return worker(args.seconds, args.seed, sys.stderr if args.worker else open(os.devnull, "w"), args.case,
