@@ -83,6 +83,23 @@ std::vector<blockmm::driver::Options> batch_products(int argc, char** argv, cons
     product.batch_origin = line.origin;
     products.push_back(std::move(product));
   }
+  // Products run one after the other: one that wrote where another of the batch writes (its
+  // output or its --stats-file) would be lost without a word. Refused before any runs.
+  std::vector<std::string> outputs;
+  std::vector<std::pair<std::size_t, const char*>> owners;  // product, "output" or "--stats-file"
+  for (std::size_t p = 0; p < products.size(); ++p) {
+    outputs.push_back(products[p].out_path);
+    owners.emplace_back(p, "output");
+    if (products[p].stats_file.empty()) continue;
+    outputs.push_back(products[p].stats_file);
+    owners.emplace_back(p, "--stats-file");
+  }
+  const auto [first, second] = blockmm::io::first_repeated_output(outputs);
+  if (second < outputs.size())
+    throw blockmm::UsageError(products[owners[second].first].batch_origin + ": the " + owners[second].second + " " +
+                              outputs[second] + " is also the " + owners[first].second + " of " +
+                              products[owners[first].first].batch_origin +
+                              " (the same file); each product of a batch writes its own files");
   return products;
 }
 

@@ -17,8 +17,10 @@
 #include <cctype>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "io/cleanup_watcher.hpp"
@@ -253,12 +255,28 @@ void check_distinct_outputs(const std::string& first, const std::string& second,
     throw UsageError(second + ": the " + second_what + " is the output " + first + " (the same file)");
 }
 
+std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std::string>& paths) {
+  std::map<std::tuple<bool, std::uint64_t, std::uint64_t, std::string>, std::size_t> seen;
+  for (std::size_t p = 0; p < paths.size(); ++p) {
+    struct stat st {};
+    if (::stat(paths[p].c_str(), &st) == 0 && S_ISCHR(st.st_mode)) continue;  // /dev/null: written in place
+    const PathKey key = key_of(paths[p]);
+    const auto [at, fresh] = seen.emplace(std::make_tuple(key.exists, key.device, key.inode, key.name), p);
+    if (!fresh) return {at->second, p};
+  }
+  return {paths.size(), paths.size()};
+}
+
 void remove_temporary_from_signal_handler() noexcept { remove_registered(); }
 
 void install_cleanup_handlers() {
   // SIGPIPE too: a process whose stdout or stderr has no reader left (a launcher that is gone, a
-  // pipe closed early) dies by it at its next write there.
+  // pipe closed early) dies by it at its next write there. A signal ignored when blockmm starts
+  // stays ignored: `nohup blockmm ... &` must survive the logout's SIGHUP, and a shell's
+  // background job its terminal's Ctrl-C, as any program's would.
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
+    struct sigaction current {};
+    if (::sigaction(s, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
     struct sigaction action {};
     action.sa_handler = remove_temporary_and_reraise;
     sigemptyset(&action.sa_mask);
