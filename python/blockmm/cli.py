@@ -29,6 +29,7 @@ def _run(tool, body):
 
     install_cleanup_handlers()
     try:
+        _check_environment()
         return body()
     except UsageError as error:
         say(f"{tool}: error: {error} (see {tool} --help)")
@@ -45,6 +46,19 @@ def _run(tool, body):
     except Exception as error:  # a bug or an unforeseen library failure: still one line
         say(f"{tool}: error: {type(error).__name__}: {error}")
         return OTHER
+
+
+def _check_environment():
+    """The tools' BLOCKMM_* variables, read as blockmm reads them: a value outside the documented
+    ones is a usage error before any file is touched, never silently the default."""
+    from .guarded_reader import library_timeout_setting
+    from .progress import progress_interval
+
+    progress_interval()
+    try:
+        library_timeout_setting()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _open_input(path):
