@@ -266,10 +266,17 @@ def spy_main(argv=None):
     args = parser.parse_args(argv)
 
     def body():
+        import matplotlib
+
         from . import spy
         from .errors import escape_controls
         from .files import open_block_file
 
+        # matplotlib applies a matplotlibrc of the working directory (or of $MATPLOTLIBRC, or the
+        # user's config) when imported: a file nobody named, which could make the drawing run
+        # LaTeX on the input's name (text.usetex) or change the picture. The tool draws with
+        # matplotlib's own defaults, whatever folder it runs in.
+        matplotlib.rcdefaults()
         if not 0 < args.cells <= 4096:
             raise UsageError(f"--cells {args.cells} must lie in [1, 4096]")
         if not args.output.lower().endswith(".png"):

@@ -5,7 +5,8 @@ each case failing on the code before its fix:
 - AdversaryReaders: a Matrix Market file whose repeated entries outnumber its matrix's places
   (scipy sums them; it was refused), a boolean .npz with repeated entries (scipy ORs them; they
   were counted), the Python tools' BLOCKMM_* variables (a bad value was silently the default), and
-  blockmm's own output in parts (refused as "values in other files" with no way out named).
+  blockmm's own output in parts (refused as "values in other files" with no way out named), and a
+  `matplotlibrc` in the folder blockmm-spy runs in (applied: LaTeX on the input's name, colours).
 - AdversaryMessages: names with a newline or an escape sequence in the C++ tools' own lines (gen's
   summary, cmp's verdict, info's "file:" line), a name that is not UTF-8 in `blockmm-info --json`
   (exit 1 from the JSON writer), a path longer than info's line buffer (its lines were lost).
@@ -114,6 +115,20 @@ class AdversaryReaders(Work):
                     self.assertEqual(sorted(os.listdir(self.dir)), ["A.bin", "in.mtx"])
         tool("blockmm-export", "-q", self.path("A.bin"), self.path("out.npz"), in_process=False,
              env={"BLOCKMM_LIBRARY_TIMEOUT": "0120"}, check=0)
+
+    def test_spy_ignores_a_matplotlibrc_nobody_named(self):
+        """matplotlib reads ./matplotlibrc when imported: a file in the folder the tool runs in
+        (anyone's, in a shared folder) must not run LaTeX on the input's name or recolour the PNG."""
+        write_bytes(self.path("A.bin"), binary_bytes(4, 2, [(1, 0, np.full((2, 2), 7))]))
+        write_bytes(self.path("matplotlibrc"), "text.usetex: True\nfigure.facecolor: red\n")
+        run = subprocess.run([os.path.join(BUILD, "blockmm-spy"), "A.bin", "A.png"], cwd=self.dir,
+                             capture_output=True, text=True, timeout=120,
+                             env={k: v for k, v in os.environ.items() if k != "MATPLOTLIBRC"})
+        self.assertEqual(run.returncode, 0, run.stderr)
+        from PIL import Image
+
+        with Image.open(self.path("A.png")) as image:
+            self.assertEqual(image.convert("RGB").getpixel((2, 2)), (255, 255, 255))
 
     def test_output_in_parts_names_the_way_out(self):
         a, b = small_inputs(self, n=64, m=4)
