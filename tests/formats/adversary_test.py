@@ -11,7 +11,8 @@ each case failing on the code before its fix:
   summary, cmp's verdict, info's "file:" line), a name that is not UTF-8 in `blockmm-info --json`
   (exit 1 from the JSON writer), a path longer than info's line buffer (its lines were lost).
 - AdversaryRuns: a `--stats-file` on a device that fails after the product is in place (the
-  message must say so), two products of a batch writing one file (the first was lost), and
+  message must say so), two products of a batch writing one file (the first was lost), an output
+  named /dev/stdout or a FIFO (the link or the FIFO was replaced by a regular file), and
   `nohup blockmm` (a SIGHUP ignored at the start must stay ignored).
 
 Every product is checked against numpy or scipy here, never against the package's readers alone.
@@ -21,6 +22,7 @@ usage: adversary_test.py [unittest args]   (BLOCKMM_BUILD_DIR names the build tr
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import unittest
@@ -232,6 +234,46 @@ class AdversaryRuns(Work):
         write_bytes(self.path("batch.txt"), f"{a} {b} /dev/null\n{b} {a} /dev/null\n")
         run = self.blockmm("-q", "--batch", self.path("batch.txt"))
         self.assertEqual(run.returncode, 0, run.stderr)
+
+    def test_outputs_through_descriptors_and_pipes_are_refused(self):
+        """/dev/stdout is a link to /proc/self/fd/1: renaming a finished output over it replaced
+        the link (for root, the system's /dev/stdout) with a regular file holding the product, as
+        it replaced a FIFO named as OUT. Both are refused now, by every tool, and left as they were;
+        a character device behind the link is still written in place."""
+        a, b = small_inputs(self)
+        fake = os.path.join(self.dir, "dev")
+        os.mkdir(fake)
+        os.symlink("/proc/self/fd/1", os.path.join(fake, "stdout"))
+        os.mkfifo(os.path.join(fake, "fifo"))
+        write_bytes(self.path("in.mtx"), "%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 3\n")
+        for out in (os.path.join(fake, "stdout"), os.path.join(fake, "fifo")):
+            for args in (["blockmm", "-q", self.path("A.bin"), self.path("B.bin"), out],
+                         ["blockmm", "-q", "--stats-file", out, self.path("A.bin"), self.path("B.bin"),
+                          self.path("C.bin")],
+                         ["blockmm-convert", self.path("A.bin"), out],
+                         ["blockmm-gen", out, "-n", "8", "-m", "2", "-k", "3"],
+                         ["blockmm-import", "-m", "1", "--to", "bin", self.path("in.mtx"), out],
+                         ["blockmm-export", "-q", "--to", "mtx", self.path("A.bin"), out]):
+                for stdout in ("pipe", "file"):
+                    with self.subTest(args=args[0], out=os.path.basename(out), stdout=stdout):
+                        with open(self.path("stdout.txt"), "wb") as sink:
+                            run = subprocess.run([os.path.join(BUILD, args[0]), *args[1:]], timeout=120,
+                                                 stdout=subprocess.PIPE if stdout == "pipe" else sink,
+                                                 stderr=subprocess.PIPE, text=True,
+                                                 env=dict(os.environ, BLOCKMM_MPI="0"))
+                        self.assertEqual(run.returncode, 4, run.stderr)
+                        self.assertEqual(run.stderr.count("\n"), 1, run.stderr)
+                        self.assertIn(out, run.stderr)
+                        self.assertEqual(os.readlink(os.path.join(fake, "stdout")), "/proc/self/fd/1")
+                        self.assertTrue(stat.S_ISFIFO(os.lstat(os.path.join(fake, "fifo")).st_mode))
+                        self.assertEqual(sorted(os.listdir(fake)), ["fifo", "stdout"])
+        # Behind the link a character device: written in place, as /dev/null itself.
+        with open(os.devnull, "wb") as null:
+            run = subprocess.run([os.path.join(BUILD, "blockmm"), "-q", self.path("A.bin"), self.path("B.bin"),
+                                  os.path.join(fake, "stdout")], stdout=null, stderr=subprocess.PIPE, text=True,
+                                 timeout=120, env=dict(os.environ, BLOCKMM_MPI="0"))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(os.readlink(os.path.join(fake, "stdout")), "/proc/self/fd/1")
 
     def test_nohup_keeps_a_run_through_a_hangup(self):
         """A SIGHUP ignored at the start (nohup) stays ignored; one not ignored still ends the run
