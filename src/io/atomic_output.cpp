@@ -301,10 +301,11 @@ void install_cleanup_handlers() {
   // SIGPIPE too: a process whose stdout or stderr has no reader left (a launcher that is gone, a
   // pipe closed early) dies by it at its next write there. A signal ignored when blockmm starts
   // stays ignored: `nohup blockmm ... &` must survive the logout's SIGHUP, and a shell's
-  // background job its terminal's Ctrl-C, as any program's would.
+  // background job its terminal's Ctrl-C, as any program's would. (Not SIGPIPE: a parent that
+  // ignores it, as Python does, passes that on by accident, and an orphaned rank must still end.)
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
     struct sigaction current {};
-    if (::sigaction(s, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    if (s != SIGPIPE && ::sigaction(s, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
     struct sigaction action {};
     action.sa_handler = remove_temporary_and_reraise;
     sigemptyset(&action.sa_mask);
