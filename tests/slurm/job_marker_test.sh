@@ -2,8 +2,9 @@
 # blockmm-job keeps what `check` saw of OUT for `verify` (the job passes only if the ranks wrote
 # OUT). That note lives in TMPDIR, a folder every user of the node may write (/tmp): another user
 # must neither redirect it through a link planted at a name they can predict (the note then
-# overwrote any file of the job's user) nor pass off a note of their own. Here TMPDIR is a stand-in
-# for /tmp; the second part plants a note as another user (nobody), where the test runs as root.
+# overwrote any file of the job's user) nor pass off a note of their own, and the notes of jobs
+# that failed before their `verify` must not pile up. Here TMPDIR is a stand-in for /tmp; the
+# last part plants a note as another user (nobody), where the test runs as root.
 set -euo pipefail
 
 dir=${BLOCKMM_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}/jobs/slurm
@@ -50,7 +51,22 @@ job verify C.bin && bad "verify passed though C.bin was left alone"
 left=$(ls -A "$TMPDIR")
 [[ -z $left ]] || bad "notes left in TMPDIR: $left"
 
-# 3. A note planted by another user (newer than the job's, saying OUT was something else) is not
+# 3. A job whose srun failed ends (set -e) before its verify: its note stays until the next
+#    check on the node, which removes the notes of batch scripts that are gone, and only those.
+bash -c 'blockmm-job check A.bin B.bin D.bin >/dev/null 2>&1; true' || bad "check (of a job that then fails) failed"
+[[ -n $(ls -A "$TMPDIR") ]] || bad "no note was made"
+job check A.bin B.bin C.bin >/dev/null || bad "check failed"
+left=$(ls -A "$TMPDIR")
+[[ $left == blockmm-job.4242.$(id -u).$key.* && $(wc -w <<<"$left") == 1 ]] ||
+  bad "the next check did not remove the note of a job that is gone, or removed a live one: $left"
+job check A.bin B.bin E.bin >/dev/null || bad "check failed"
+[[ $(find "$TMPDIR" -mindepth 1 -maxdepth 1 | wc -l) == 2 ]] || bad "a check removed the note of a batch script that is still running"
+job verify C.bin && bad "verify passed though C.bin was left alone"
+job verify E.bin && bad "verify passed though E.bin was never written"
+left=$(ls -A "$TMPDIR")
+[[ -z $left ]] || bad "notes left in TMPDIR: $left"
+
+# 4. A note planted by another user (newer than the job's, saying OUT was something else) is not
 #    believed: the job whose ranks never wrote OUT still fails.
 if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   job check A.bin B.bin C.bin >/dev/null || bad "check failed"
