@@ -175,6 +175,10 @@ def read_npz(path, high=65535):
             if wide.size:  # scipy would wrap them into int32: another matrix
                 archive.fail(f"dia offsets[{wide[0]}] = {offsets[wide[0]]} does not fit int32")
             offsets = offsets.astype(np.int64)
+            repeated = np.flatnonzero(np.bincount(np.unique(offsets, return_inverse=True)[1]) > 1)
+            if repeated.size:  # scipy refuses such a file: no matrix to take
+                archive.fail(f"dia offset {int(np.unique(offsets)[repeated[0]])} occurs more than once (scipy "
+                             f"refuses repeated diagonals)")
             if len(offsets) != data.shape[0]:
                 archive.fail(f"dia offsets hold {len(offsets)} diagonals and data {data.shape[0]}; they must match")
             width = min(data.shape[1], n_cols)

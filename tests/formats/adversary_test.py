@@ -4,9 +4,10 @@ each case failing on the code before its fix:
 
 - AdversaryReaders: a Matrix Market file whose repeated entries outnumber its matrix's places
   (scipy sums them; it was refused), a boolean .npz with repeated entries (scipy ORs them; they
-  were counted), the Python tools' BLOCKMM_* variables (a bad value was silently the default), and
-  blockmm's own output in parts (refused as "values in other files" with no way out named), and a
-  `matplotlibrc` in the folder blockmm-spy runs in (applied: LaTeX on the input's name, colours).
+  were counted), a dia .npz with a repeated diagonal (scipy refuses it; it was summed), the
+  Python tools' BLOCKMM_* variables (a bad value was silently the default), blockmm's own output
+  in parts (refused as "values in other files" with no way out named), and a `matplotlibrc` in
+  the folder blockmm-spy runs in (applied: LaTeX on the input's name, colours).
 - AdversaryMessages: names with a newline or an escape sequence in the C++ tools' own lines (gen's
   summary, cmp's verdict, info's "file:" line), a name that is not UTF-8 in `blockmm-info --json`
   (exit 1 from the JSON writer), a path longer than info's line buffer (its lines were lost).
@@ -101,6 +102,16 @@ class AdversaryReaders(Work):
                 self.assertLessEqual(expected.max(), 1)
                 tool("blockmm-import", "-m", 2, self.path("b.npz"), self.path("b.bin"), check=0)
                 self.assert_dense_equal(dense_of_binary(self.path("b.bin"))[0], expected)
+
+    def test_dia_with_a_repeated_diagonal_is_refused_as_scipy_refuses_it(self):
+        arrays = {"format": np.array(b"dia"), "shape": np.array([3, 3]), "offsets": np.array([1, 0, 1]),
+                  "data": np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]])}
+        write_stored_npz(self.path("d.npz"), arrays)
+        with self.assertRaises(ValueError):
+            sp.load_npz(self.path("d.npz"))
+        run = tool("blockmm-import", "-m", 1, self.path("d.npz"), self.path("d.bin"), in_process=False)
+        self.assert_one_error(run, 3, "d.npz", "dia offset 1 occurs more than once")
+        self.assertFalse(os.path.exists(self.path("d.bin")))
 
     def test_bad_settings_are_usage_errors_before_any_file(self):
         write_bytes(self.path("in.mtx"), "%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 3\n")
