@@ -13,7 +13,8 @@ each case failing on the code before its fix:
   (exit 1 from the JSON writer), a path longer than info's line buffer (its lines were lost).
 - AdversaryRuns: a `--stats-file` on a device that fails after the product is in place (the
   message must say so), two products of a batch writing one file (the first was lost), an output
-  named /dev/stdout or a FIFO (the link or the FIFO was replaced by a regular file), and
+  named /dev/stdout or a FIFO (the link or the FIFO was replaced by a regular file), a matrix given
+  to --batch (held whole in memory before its first line was parsed: a crash under a limit), and
   `nohup blockmm` (a SIGHUP ignored at the start must stay ignored).
 
 Every product is checked against numpy or scipy here, never against the package's readers alone.
@@ -22,6 +23,7 @@ usage: adversary_test.py [unittest args]   (BLOCKMM_BUILD_DIR names the build tr
 """
 import json
 import os
+import resource
 import signal
 import stat
 import subprocess
@@ -285,6 +287,19 @@ class AdversaryRuns(Work):
                                  timeout=120, env=dict(os.environ, BLOCKMM_MPI="0"))
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(os.readlink(os.path.join(fake, "stdout")), "/proc/self/fd/1")
+
+    def test_a_file_that_is_no_batch_fails_at_its_first_line(self):
+        """A matrix given to --batch by mistake: its lines were all held in memory (about 14 bytes
+        for each byte read) before the first was parsed; under a memory limit that was a crash
+        (std::bad_alloc, SIGABRT). Each line is parsed as it is read now."""
+        write_bytes(self.path("C.mtx"), b"%%MatrixMarket matrix coordinate integer general\n" + b"1 2 3\n" * 4_000_000)
+
+        def limited():
+            resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))
+
+        run = subprocess.run([os.path.join(BUILD, "blockmm"), "--batch", self.path("C.mtx")], capture_output=True,
+                             text=True, timeout=120, env=dict(os.environ, BLOCKMM_MPI="0"), preexec_fn=limited)
+        self.assert_one_error(run, 2, "C.mtx:1:", "not expected")
 
     def test_nohup_keeps_a_run_through_a_hangup(self):
         """A SIGHUP ignored at the start (nohup) stays ignored; one not ignored still ends the run
