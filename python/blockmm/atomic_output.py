@@ -88,6 +88,29 @@ def name_prefix(base, host):
     return b"." + shown + MARKER + host + b"."
 
 
+def _unusable_output(target, st):
+    """Why `target` cannot be an output renamed into place (src/io/atomic_output.cpp
+    unusable_output): a pipe or socket, or a link into /proc, where /dev/stdout and /dev/fd/N lead
+    (renaming over it would replace the system's /dev/stdout, for root, with the output)."""
+    if st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)):
+        return ("is a pipe or socket; the tools write their output into a file they rename into place (a character "
+                "device such as /dev/null is written in place)")
+    hop = os.fsencode(target)
+    for _ in range(40):
+        try:
+            if not stat.S_ISLNK(os.lstat(hop).st_mode):
+                break
+            link = os.readlink(hop)
+        except OSError:
+            break
+        following = link if link.startswith(b"/") else os.path.join(os.path.dirname(hop) or b".", link)
+        if os.path.realpath(os.path.dirname(following) or b".").startswith(b"/proc/"):
+            return (f"is a link to an open descriptor ({os.fsdecode(link)}), as /dev/stdout is; the tools rename a "
+                    f"finished file into place and cannot write into a descriptor: name the file itself")
+        hop = following
+    return ""
+
+
 class AtomicOutput:
     """with AtomicOutput(target, tool) as out: write through out.fd (or out.handle()), then
     out.commit(); leaving the block without a commit removes the temporary."""
@@ -109,6 +132,9 @@ class AtomicOutput:
             return
         if st is not None and stat.S_ISDIR(st.st_mode):
             raise OutputError(f"{self.target}: is a directory")
+        why = _unusable_output(self.target, st)
+        if why:
+            raise OutputError(f"{self.target}: {why}")
         directory, base = os.path.split(self.target)
         self.directory = directory or "."
         self.base = os.fsencode(base)

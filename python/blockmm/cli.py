@@ -29,6 +29,7 @@ def _run(tool, body):
 
     install_cleanup_handlers()
     try:
+        _check_environment()
         return body()
     except UsageError as error:
         say(f"{tool}: error: {error} (see {tool} --help)")
@@ -45,6 +46,19 @@ def _run(tool, body):
     except Exception as error:  # a bug or an unforeseen library failure: still one line
         say(f"{tool}: error: {type(error).__name__}: {error}")
         return OTHER
+
+
+def _check_environment():
+    """The tools' BLOCKMM_* variables, read as blockmm reads them: a value outside the documented
+    ones is a usage error before any file is touched, never silently the default."""
+    from .guarded_reader import library_timeout_setting
+    from .progress import progress_interval
+
+    progress_interval()
+    try:
+        library_timeout_setting()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _open_input(path):
@@ -252,10 +266,17 @@ def spy_main(argv=None):
     args = parser.parse_args(argv)
 
     def body():
+        import matplotlib
+
         from . import spy
         from .errors import escape_controls
         from .files import open_block_file
 
+        # matplotlib applies a matplotlibrc of the working directory (or of $MATPLOTLIBRC, or the
+        # user's config) when imported: a file nobody named, which could make the drawing run
+        # LaTeX on the input's name (text.usetex) or change the picture. The tool draws with
+        # matplotlib's own defaults, whatever folder it runs in.
+        matplotlib.rcdefaults()
         if not 0 < args.cells <= 4096:
             raise UsageError(f"--cells {args.cells} must lie in [1, 4096]")
         if not args.output.lower().endswith(".png"):

@@ -30,14 +30,25 @@ _SIGNAL_CAUSES = {signal.SIGSEGV: "crashed (SIGSEGV)", signal.SIGBUS: "crashed (
                   signal.SIGABRT: "aborted (SIGABRT)"}
 
 
-def metadata_timeout_seconds():
-    """BLOCKMM_LIBRARY_TIMEOUT (whole seconds, 1 to 86399) or 60, read as the C++ tools read it."""
+def library_timeout_setting():
+    """BLOCKMM_LIBRARY_TIMEOUT as the C++ tools read it: whole seconds 1 to 86399 (at most 19
+    digits), None when unset or empty, ValueError for anything else."""
     digits = os.environ.get("BLOCKMM_LIBRARY_TIMEOUT", "")
-    if digits.isdigit() and digits.isascii():
-        digits = digits.lstrip("0")  # as strtoul reads them; int() refuses thousands of digits
-        if 0 < len(digits) <= 5 and int(digits) < 86400:
-            return int(digits)
-    return 60
+    if not digits:
+        return None
+    if digits.isdigit() and digits.isascii() and len(digits) <= 19:
+        value = int(digits)
+        if 1 <= value <= 86399:
+            return value
+    raise ValueError(f"BLOCKMM_LIBRARY_TIMEOUT='{digits}': expected seconds 1..86399")
+
+
+def metadata_timeout_seconds():
+    """BLOCKMM_LIBRARY_TIMEOUT, or 60 (the tools refuse a bad value when they start: cli.py)."""
+    try:
+        return library_timeout_setting() or 60
+    except ValueError:
+        return 60
 
 
 class _ChildChannel:

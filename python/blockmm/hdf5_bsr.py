@@ -158,6 +158,10 @@ class _Checks:
             self.fail(f"/{name} is not a dataset")
         plist = dataset.get_create_plist()
         if plist.get_layout() == self.h5d.VIRTUAL and not virtual_sources_allowed(self.path, name, plist):
+            if self.parted():
+                self.fail(f"a blockmm output written in part files (--parts; /{name} is a virtual dataset over them): "
+                          f"the Python tools read one-file HDF5; join it first with blockmm-convert "
+                          f"{self.path} JOINED.h5")
             self.fail(f"/{name} is a virtual dataset (its values live in other datasets or files); blockmm reads "
                       f"only values stored in the file itself")
         external = plist.get_external_count()
@@ -165,6 +169,13 @@ class _Checks:
             self.fail(f"/{name} keeps its values in an external file ({external} external storage entries); blockmm "
                       f"reads only values stored in the file itself")
         return self.h5py.Dataset(dataset)
+
+    def parted(self):
+        """Whether the root says this is blockmm's output in parts (docs/output.md): a `parts` attribute."""
+        try:
+            return bool(self.h5py.h5a.exists(self.file.id, b"parts"))
+        except Exception:  # noqa: BLE001: only a message depends on it
+            return False
 
     def dims_of(self, dataset):
         space = dataset.id.get_space()

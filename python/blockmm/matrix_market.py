@@ -72,8 +72,8 @@ def _header(path, handle):
                               f"int32 n holds ({MAX_INDEX})")
     if symmetry == "symmetric" and rows != cols:
         raise FormatError(f"{path}: line {number}: a symmetric matrix must be square, not {rows} x {cols}")
-    if entries > rows * cols:
-        raise FormatError(f"{path}: line {number}: {entries} entries cannot fit a {rows} x {cols} matrix")
+    # No bound by rows * columns: repeated entries are summed (as scipy does), so a file may hold
+    # more entries than its matrix has places. read_matrix_market bounds them by the file's size.
     return rows, cols, entries, field, symmetry, number
 
 

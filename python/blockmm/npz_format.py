@@ -175,6 +175,10 @@ def read_npz(path, high=65535):
             if wide.size:  # scipy would wrap them into int32: another matrix
                 archive.fail(f"dia offsets[{wide[0]}] = {offsets[wide[0]]} does not fit int32")
             offsets = offsets.astype(np.int64)
+            repeated = np.flatnonzero(np.bincount(np.unique(offsets, return_inverse=True)[1]) > 1)
+            if repeated.size:  # scipy refuses such a file: no matrix to take
+                archive.fail(f"dia offset {int(np.unique(offsets)[repeated[0]])} occurs more than once (scipy "
+                             f"refuses repeated diagonals)")
             if len(offsets) != data.shape[0]:
                 archive.fail(f"dia offsets hold {len(offsets)} diagonals and data {data.shape[0]}; they must match")
             width = min(data.shape[1], n_cols)
@@ -183,7 +187,8 @@ def read_npz(path, high=65535):
             inside = (r >= 0) & (r < n_rows)
             rows, cols, values = r[inside], j[inside], data[:, :width][k[inside], j[inside]]
     values = np.asarray(values)
-    if values.dtype.kind == "b":
+    booleans = values.dtype.kind == "b"
+    if booleans:
         values = values.astype(np.int64)
     with np.errstate(invalid="ignore"):
         bad = ~((values >= 0) & (values <= high) & (values == np.floor(values)))
@@ -191,7 +196,21 @@ def read_npz(path, high=65535):
         e = int(np.flatnonzero(bad)[0])
         raise FormatError(f"{path}: entry (row {rows[e]}, column {cols[e]}) (0-based) holds {values[e]}, not an "
                           f"integer in [0, {high}]")
-    return (n_rows, n_cols), np.asarray(rows, np.int64), np.asarray(cols, np.int64), values.astype(np.int64)
+    rows, cols, values = np.asarray(rows, np.int64), np.asarray(cols, np.int64), values.astype(np.int64)
+    if booleans:
+        rows, cols, values = _or_repeats(rows, cols, values, n_cols)
+    return (n_rows, n_cols), rows, cols, values
+
+
+def _or_repeats(rows, cols, values, n_cols):
+    """Boolean entries as scipy adds them, in bools: repeats of one (row, column) are one entry,
+    True where any of them is (a count of 2 would be another matrix than scipy's)."""
+    keys = rows * max(n_cols, 1) + cols  # < 2^62
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, np.int64)
+    merged = np.maximum.reduceat(values[order], starts) if len(starts) else values[:0]
+    return rows[order][starts], cols[order][starts], merged
 
 
 # ---------------------------------------------------------------------------------------------

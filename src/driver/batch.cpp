@@ -46,7 +46,7 @@ std::vector<std::string> split_words(const std::string& line, const std::string&
   return words;
 }
 
-std::vector<BatchLine> read_batch_file(const std::string& path) {
+void read_batch_file(const std::string& path, const std::function<void(BatchLine&&)>& take) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (path != "-") {
@@ -54,16 +54,22 @@ std::vector<BatchLine> read_batch_file(const std::string& path) {
     if (!file) throw UsageError("--batch " + path + ": cannot read it (" + std::strerror(errno) + ")");
     in = &file;
   }
-  std::vector<BatchLine> lines;
+  std::size_t products = 0;
   std::string text;
   for (int number = 1; std::getline(*in, text); ++number) {
     const std::string origin = (path == "-" ? std::string("standard input") : path) + ":" + std::to_string(number);
     std::vector<std::string> words = split_words(text, origin);
     if (words.empty() || words.front().rfind('#', 0) == 0) continue;
-    lines.push_back({std::move(words), origin});
+    ++products;
+    take({std::move(words), origin});
   }
   if (in->bad()) throw UsageError("--batch " + path + ": reading it failed");
-  if (lines.empty()) throw UsageError("--batch " + path + ": no product in it (a line is [options] A B OUT)");
+  if (products == 0) throw UsageError("--batch " + path + ": no product in it (a line is [options] A B OUT)");
+}
+
+std::vector<BatchLine> read_batch_file(const std::string& path) {
+  std::vector<BatchLine> lines;
+  read_batch_file(path, [&](BatchLine&& line) { lines.push_back(std::move(line)); });
   return lines;
 }
 

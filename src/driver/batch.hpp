@@ -4,6 +4,7 @@
 // options, so that its options override the run's.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,11 @@ struct BatchLine {
 std::vector<std::string> split_words(const std::string& line, const std::string& origin);
 
 // The lines of a batch file (`-`: standard input): every line that is not blank or a comment
-// (first word starting with #). Throws UsageError naming the file for an unreadable file, a
-// malformed line, or a file with no product.
+// (first word starting with #), each handed to `take` as soon as it is read, so that a file that
+// is no batch (a matrix given by mistake) fails at its first line rather than after all of it
+// has been held in memory. Throws UsageError naming the file for an unreadable file, a malformed
+// line, or a file with no product; `take` may throw to stop at a line.
+void read_batch_file(const std::string& path, const std::function<void(BatchLine&&)>& take);
 std::vector<BatchLine> read_batch_file(const std::string& path);
 
 // Words joined by blanks, control characters escaped: a line in a message.

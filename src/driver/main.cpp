@@ -58,14 +58,10 @@ std::vector<blockmm::driver::Options> batch_products(int argc, char** argv, cons
                                                      const blockmm::settings::Lookup& environment) {
   if (!run.stats_file.empty())
     throw blockmm::UsageError("--stats-file names one file: in a batch, give each product its own, on its line");
-  std::vector<blockmm::driver::BatchLine> lines;
-  if (!run.batch_file.empty()) lines = blockmm::driver::read_batch_file(run.batch_file);
-  for (std::size_t p = 0; p < run.products.size(); ++p)
-    lines.push_back({blockmm::driver::split_words(run.products[p], "--product " + std::to_string(p + 1)),
-                     "--product " + std::to_string(p + 1)});
   const std::vector<std::string> common = blockmm::driver::arguments_without_batch(argc, argv);
   std::vector<blockmm::driver::Options> products;
-  for (const blockmm::driver::BatchLine& line : lines) {
+  // Each line parsed as it is read: a file that is no batch fails at its first line.
+  const auto parse = [&](const blockmm::driver::BatchLine& line) {
     std::vector<std::string> words{argv[0]};
     words.insert(words.end(), common.begin(), common.end());
     words.insert(words.end(), line.words.begin(), line.words.end());
@@ -82,7 +78,29 @@ std::vector<blockmm::driver::Options> batch_products(int argc, char** argv, cons
       throw blockmm::UsageError(line.origin + ": a batch's product cannot hold a batch");
     product.batch_origin = line.origin;
     products.push_back(std::move(product));
+  };
+  if (!run.batch_file.empty())
+    blockmm::driver::read_batch_file(run.batch_file, [&](blockmm::driver::BatchLine&& line) { parse(line); });
+  for (std::size_t p = 0; p < run.products.size(); ++p)
+    parse({blockmm::driver::split_words(run.products[p], "--product " + std::to_string(p + 1)),
+           "--product " + std::to_string(p + 1)});
+  // Products run one after the other: one that wrote where another of the batch writes (its
+  // output or its --stats-file) would be lost without a word. Refused before any runs.
+  std::vector<std::string> outputs;
+  std::vector<std::pair<std::size_t, const char*>> owners;  // product, "output" or "--stats-file"
+  for (std::size_t p = 0; p < products.size(); ++p) {
+    outputs.push_back(products[p].out_path);
+    owners.emplace_back(p, "output");
+    if (products[p].stats_file.empty()) continue;
+    outputs.push_back(products[p].stats_file);
+    owners.emplace_back(p, "--stats-file");
   }
+  const auto [first, second] = blockmm::io::first_repeated_output(outputs);
+  if (second < outputs.size())
+    throw blockmm::UsageError(products[owners[second].first].batch_origin + ": the " + owners[second].second + " " +
+                              outputs[second] + " is also the " + owners[first].second + " of " +
+                              products[owners[first].first].batch_origin +
+                              " (the same file); each product of a batch writes its own files");
   return products;
 }
 
@@ -122,6 +140,9 @@ int main(int argc, char** argv) {
       if (!quiet_rank) report(e.what());
       hold_until_every_rank_has_reported(&argc, &argv, placement, environment);
       return static_cast<int>(e.code());
+    } catch (const std::bad_alloc&) {
+      if (!quiet_rank) report(("out of memory reading the batch " + options.batch_file).c_str());
+      return static_cast<int>(blockmm::ExitCode::resource);
     }
   }
   blockmm::io::LibraryGuard::set_metadata_timeout_seconds(options.settings.library_timeout);

@@ -284,14 +284,20 @@ void run_and_write_stats(const Options& options, const comm::Communicator& comm,
   });
   if (stats_file) {
     const std::string json = stats_json(stats) + "\n";
-    comm.run_phase([&] {
-      if (comm.is_root()) {
-        stats_writer->write_at(0, json.data(), static_cast<std::int64_t>(json.size()));
-        stats_file->set_size(static_cast<std::int64_t>(json.size()));
-      }
-      stats_writer->sync_and_close();
-    });
-    stats_file->commit();
+    // The product is in place by now: a stats file that still fails (a device written in place,
+    // such as /dev/full; an I/O error) says so, as a failed write of the stats on stdout does.
+    try {
+      comm.run_phase([&] {
+        if (comm.is_root()) {
+          stats_writer->write_at(0, json.data(), static_cast<std::int64_t>(json.size()));
+          stats_file->set_size(static_cast<std::int64_t>(json.size()));
+        }
+        stats_writer->sync_and_close();
+      });
+      stats_file->commit();
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string(e.what()) + " (the product " + options.out_path + " was written)");
+    }
   }
 }
 

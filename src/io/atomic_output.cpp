@@ -17,8 +17,10 @@
 #include <cctype>
 #include <atomic>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "io/cleanup_watcher.hpp"
@@ -99,6 +101,34 @@ std::string base_name(const std::string& path) {
 }
 
 std::string errno_text(int error) { return std::strerror(error); }
+
+// Why `target` cannot be an output that is renamed into place, or "" where it can: a pipe or a
+// socket (nothing can be renamed into one, and what read it would wait for ever), or a link that
+// leads into /proc, where /dev/stdout, /dev/stderr and /dev/fd/N lead (renaming over it would
+// replace the system's /dev/stdout, for root, with the product). Character devices are written
+// in place before this is asked.
+std::string unusable_output(const std::string& target) {
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+    return "is a pipe or socket; blockmm writes its output into a file it renames into place (a character device "
+           "such as /dev/null is written in place)";
+  std::string hop = target;
+  for (int hops = 0; hops < 40 && ::lstat(hop.c_str(), &st) == 0 && S_ISLNK(st.st_mode); ++hops) {
+    std::string link(PATH_MAX, '\0');
+    const ssize_t length = ::readlink(hop.c_str(), link.data(), link.size());
+    if (length <= 0) break;
+    link.resize(static_cast<std::size_t>(length));
+    const std::string next = link.front() == '/' ? link : directory_of(hop) + "/" + link;
+    char* resolved = ::realpath(directory_of(next).c_str(), nullptr);
+    const bool in_proc = resolved != nullptr && std::strncmp(resolved, "/proc/", 6) == 0;
+    std::free(resolved);
+    if (in_proc)
+      return "is a link to an open descriptor (" + link + "), as /dev/stdout is; blockmm renames a finished file into "
+             "place and cannot write into a descriptor: name the file itself";
+    hop = next;
+  }
+  return "";
+}
 
 // This host's short name, reduced to [A-Za-z0-9_-] (it becomes part of a file name).
 std::string host_tag() {
@@ -253,12 +283,29 @@ void check_distinct_outputs(const std::string& first, const std::string& second,
     throw UsageError(second + ": the " + second_what + " is the output " + first + " (the same file)");
 }
 
+std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std::string>& paths) {
+  std::map<std::tuple<bool, std::uint64_t, std::uint64_t, std::string>, std::size_t> seen;
+  for (std::size_t p = 0; p < paths.size(); ++p) {
+    struct stat st {};
+    if (::stat(paths[p].c_str(), &st) == 0 && S_ISCHR(st.st_mode)) continue;  // /dev/null: written in place
+    const PathKey key = key_of(paths[p]);
+    const auto [at, fresh] = seen.emplace(std::make_tuple(key.exists, key.device, key.inode, key.name), p);
+    if (!fresh) return {at->second, p};
+  }
+  return {paths.size(), paths.size()};
+}
+
 void remove_temporary_from_signal_handler() noexcept { remove_registered(); }
 
 void install_cleanup_handlers() {
   // SIGPIPE too: a process whose stdout or stderr has no reader left (a launcher that is gone, a
-  // pipe closed early) dies by it at its next write there.
+  // pipe closed early) dies by it at its next write there. A signal ignored when blockmm starts
+  // stays ignored: `nohup blockmm ... &` must survive the logout's SIGHUP, and a shell's
+  // background job its terminal's Ctrl-C, as any program's would. (Not SIGPIPE: a parent that
+  // ignores it, as Python does, passes that on by accident, and an orphaned rank must still end.)
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
+    struct sigaction current {};
+    if (s != SIGPIPE && ::sigaction(s, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
     struct sigaction action {};
     action.sa_handler = remove_temporary_and_reraise;
     sigemptyset(&action.sa_mask);
@@ -291,6 +338,7 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
       if (target.empty() || target.back() == '/') throw UsageError("output path '" + target + "' names no file");
       struct stat st {};
       if (::stat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw OutputError(target + ": is a directory");
+      if (const std::string why = unusable_output(target); !why.empty()) throw OutputError(target + ": " + why);
       if (is_read_only(target))
         throw OutputError(target + ": the existing output is read-only; blockmm does not replace it (make it writable "
                                    "or remove it first)");

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -48,6 +49,10 @@ std::string temporary_host_tag();
 void check_not_an_input(const std::string& output, const std::string& what, const std::vector<std::string>& inputs);
 // UsageError when two outputs would be the same file or the same directory entry.
 void check_distinct_outputs(const std::string& first, const std::string& second, const std::string& second_what);
+// The first two of `paths` (in order) that name the same file or the same directory entry, as
+// check_distinct_outputs tells them; (size, size) when there are none. Character devices
+// (/dev/null, written in place) may repeat.
+std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std::string>& paths);
 
 class AtomicOutput {
  public:

@@ -164,7 +164,8 @@ int gen_command(int argc, char** argv) {
       const double p = static_cast<double>(spec.n / spec.m);
       std::printf("blockmm-gen: %s: n = %d, m = %d, k = %lld (density %.4g), values [%u, %u], seed %llu, %s, skew %g, "
                   "%lld all-zero blocks; %lld bytes in %.2f s\n",
-                  out.c_str(), spec.n, spec.m, static_cast<long long>(spec.k), static_cast<double>(spec.k) / (p * p),
+                  escape_control_characters(out).c_str(), spec.n, spec.m, static_cast<long long>(spec.k),
+                  static_cast<double>(spec.k) / (p * p),
                   spec.min_value, spec.max_value, static_cast<unsigned long long>(spec.seed), order_name(spec.order),
                   spec.skew, static_cast<long long>(result.zero_blocks), static_cast<long long>(result.bytes), seconds);
     }
@@ -208,11 +209,13 @@ int cmp_command(int argc, char** argv) {
     }
     if (!quiet) {
       if (!c.shape_differs.empty()) {
-        std::printf("blockmm-cmp: %s and %s differ: %s\n", expected_path.c_str(), actual_path.c_str(),
+        std::printf("blockmm-cmp: %s and %s differ: %s\n", escape_control_characters(expected_path).c_str(),
+                    escape_control_characters(actual_path).c_str(),
                     c.shape_differs.c_str());
       } else {
         if (!c.first_difference.empty())
-          std::printf("blockmm-cmp: %s and %s differ: first at %s\n", expected_path.c_str(), actual_path.c_str(),
+          std::printf("blockmm-cmp: %s and %s differ: first at %s\n", escape_control_characters(expected_path).c_str(),
+                      escape_control_characters(actual_path).c_str(),
                       c.first_difference.c_str());
         if (!c.strict_problem.empty()) std::printf("blockmm-cmp: --strict: %s\n", c.strict_problem.c_str());
         std::printf("blockmm-cmp: %s\n", summarize(c).c_str());
@@ -264,7 +267,8 @@ int convert_command(int argc, char** argv) {
   return run_tool("blockmm-convert", app, argc, argv, [&] {
     const io::OutputFormat format = io::choose_output_format(out_path, to);
     const std::string warning = io::output_name_warning(out_path, format);
-    if (!warning.empty()) std::fprintf(stderr, "blockmm-convert: warning: %s\n", warning.c_str());
+    if (!warning.empty())
+      std::fprintf(stderr, "blockmm-convert: warning: %s\n", escape_control_characters(warning).c_str());
     convert_matrix(in_path, out_path, format, values);
     return 0;
   });

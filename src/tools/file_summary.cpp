@@ -6,6 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "tools/block_index.hpp"
 
 namespace blockmm::tools {
@@ -90,13 +92,15 @@ std::string summary_text(const FileSummary& s) {
   const double p = s.block_rows;
   char buffer[2048];
   std::string text;
+  // The name apart from the fixed-size buffer (a path may be PATH_MAX long), its control
+  // characters escaped: one line whatever the name holds.
+  text += "file:            " + escape_control_characters(s.path) + "\n";
   std::snprintf(buffer, sizeof buffer,
-                "file:            %s\n"
                 "format:          %s\n"
                 "size:            %lld bytes\n"
                 "header:          n = %d, m = %d, k = %lld (%d block-rows, density %.6g)\n"
                 "values:          %s, %lld bytes a record\n",
-                s.path.c_str(), s.format == "hdf5" ? "HDF5 (BSR layout; records in /data order)" : "COL380 binary",
+                s.format == "hdf5" ? "HDF5 (BSR layout; records in /data order)" : "COL380 binary",
                 static_cast<long long>(s.file_bytes), s.n, s.m, static_cast<long long>(s.k),
                 s.block_rows, static_cast<double>(s.k) / (p * p), kind(s), static_cast<long long>(s.record_bytes));
   text += buffer;
@@ -121,7 +125,7 @@ std::string summary_text(const FileSummary& s) {
 
 std::string summary_json(const FileSummary& s) {
   nlohmann::json j;
-  j["path"] = s.path;
+  j["path"] = json_text(s.path);  // names are bytes; the JSON text must be UTF-8
   j["format"] = s.format;
   j["file_bytes"] = s.file_bytes;
   j["n"] = s.n;
