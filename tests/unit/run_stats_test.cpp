@@ -1,4 +1,4 @@
-// driver::stats_json with names that are bytes, not text (issue 43, item 10): a name holding
+// console::stats_json with names that are bytes, not text (issue 43, item 10): a name holding
 // bytes that are not UTF-8 (a file name, an argument, a CUDA_VISIBLE_DEVICES entry, a host name)
 // made the JSON writer throw after the product's commit. Every string field now carries its
 // bytes: well-formed UTF-8 unchanged, any other byte as the character of the same number
@@ -9,9 +9,9 @@
 #include <random>
 #include <string>
 
-#include "driver/run_stats.hpp"
+#include "console/run_stats.hpp"
 
-namespace blockmm::driver {
+namespace blockmm::console {
 namespace {
 
 // The expected text of `bytes`, written here independently of run_stats.cpp: a byte-by-byte
@@ -117,4 +117,4 @@ TEST(RunStats, RandomBytesAlwaysGiveValidJson) {
 }
 
 }  // namespace
-}  // namespace blockmm::driver
+}  // namespace blockmm::console

@@ -1,3 +1,7 @@
+// console: what a run shows its user on the way and at the end: the progress display (this
+// file) and the --stats text and JSON (run_stats.hpp). It only formats and prints what the
+// driver hands it (phases, tile counts, the run's report); how the product runs is decided elsewhere.
+//
 // The progress display of rank 0 on stderr: phase, percent, rate, elapsed time and ETA.
 // Two styles: a bar redrawn in place on one line of a terminal (never wider than the
 // terminal, so it never wraps), or plain lines every few seconds for logs, pipes and mpirun.
@@ -16,11 +20,15 @@
 #include <thread>
 #include <vector>
 
+#include "console/run_stats.hpp"
 #include "core/stopwatch.hpp"
-#include "driver/options.hpp"
-#include "driver/run_stats.hpp"
+#include "settings/settings.hpp"
 
-namespace blockmm::driver {
+namespace blockmm::console {
+
+// What --progress asked for (driver/options.hpp); automatic: decided by stderr
+// (progress_config_for_stderr).
+enum class ProgressRequest { automatic, bar, lines, none };
 
 enum class ProgressStyle { bar, lines, none };
 
@@ -122,4 +130,4 @@ class Progress {
   std::thread ticker_;
 };
 
-}  // namespace blockmm::driver
+}  // namespace blockmm::console

@@ -1,4 +1,4 @@
-#include "driver/progress.hpp"
+#include "console/progress.hpp"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -12,10 +12,10 @@
 #include <ctime>
 #include <vector>
 
+#include "console/run_stats.hpp"
 #include "core/error.hpp"
-#include "driver/run_stats.hpp"
 
-namespace blockmm::driver {
+namespace blockmm::console {
 namespace {
 
 std::string percent_text(std::int64_t done, std::int64_t total) {
@@ -308,4 +308,4 @@ void Progress::tick_loop() {
   }
 }
 
-}  // namespace blockmm::driver
+}  // namespace blockmm::console

@@ -1,3 +1,6 @@
+// console: what a run shows its user (progress.hpp has the module's summary). This file: the
+// --stats record of a run and its text and JSON forms.
+//
 // What a run measured: phase times, block counts, work and its balance, bytes moved. Printed
 // by --stats as text or JSON; phase times are the slowest rank's.
 #pragma once
@@ -9,7 +12,7 @@
 
 #include "multiply/report.hpp"
 
-namespace blockmm::driver {
+namespace blockmm::console {
 
 using multiply::PhaseTimes;
 
@@ -58,4 +61,4 @@ std::string with_thousands(std::int64_t value);
 // The current time in UTC, ISO 8601 to the second.
 std::string utc_now_iso8601();
 
-}  // namespace blockmm::driver
+}  // namespace blockmm::console

@@ -1,4 +1,4 @@
-#include "driver/run_stats.hpp"
+#include "console/run_stats.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace blockmm::driver {
+namespace blockmm::console {
 namespace {
 
 nlohmann::json phases_json(const PhaseTimes& t) {
@@ -269,4 +269,4 @@ std::string stats_text(const RunStats& s) {
   return out.str();
 }
 
-}  // namespace blockmm::driver
+}  // namespace blockmm::console
