@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/random_blocks.hpp"
 
 namespace blockmm::e2e {

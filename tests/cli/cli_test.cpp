@@ -13,7 +13,7 @@
 #include <random>
 #include <regex>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/dense_reference.hpp"
 #include "support/random_blocks.hpp"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "core/thread_limit.hpp"
 
 namespace blockmm::e2e {

@@ -17,7 +17,7 @@
 #include <random>
 #include <sstream>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/random_blocks.hpp"
 #include "support/sanitizers.hpp"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/dense_reference.hpp"
 
 #ifndef BLOCKMM_DEFAULT_COL380_DIR

@@ -24,7 +24,7 @@
 #include <thread>
 #include <tuple>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "fault/processes.hpp"
 #include "support/sanitizers.hpp"
 

@@ -22,7 +22,7 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/random_blocks.hpp"
 #include "support/sanitizers.hpp"
 

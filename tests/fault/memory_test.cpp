@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/sanitizers.hpp"
 
 namespace blockmm::e2e {

@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "fault/processes.hpp"
 
 namespace blockmm::e2e {

@@ -17,7 +17,7 @@
 #include <numeric>
 #include <random>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/random_blocks.hpp"
 
 namespace blockmm::e2e {

@@ -20,7 +20,7 @@
 #include <random>
 #include <regex>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/random_blocks.hpp"
 
 namespace blockmm::e2e {

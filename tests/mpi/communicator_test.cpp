@@ -9,7 +9,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/sanitizers.hpp"
 
 namespace blockmm::e2e {

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <thread>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/dense_reference.hpp"
 #include "support/random_blocks.hpp"
 #include "support/sanitizers.hpp"

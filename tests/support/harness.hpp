@@ -1,6 +1,7 @@
-// Test harness for the end-to-end tests (cli, conformance, mpi): runs the real blockmm (or
-// mpiexec) as a child process, crafts COL380 files byte by byte, parses files without the
-// project's own readers, and computes the product with an oracle independent of src/kernels.
+// Test harness for the end-to-end suites and the module tests that start processes or read
+// crafted files: runs the real blockmm (or mpiexec) as a child process, crafts COL380 files
+// byte by byte, parses files without the project's own readers, and computes the product with
+// an oracle independent of src/kernels.
 #pragma once
 
 #include <sys/types.h>

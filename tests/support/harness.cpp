@@ -1,4 +1,4 @@
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
