@@ -1,4 +1,4 @@
-// A small MPI program around comm::Communicator for tests/mpi/communicator_test.cpp: each
+// A small MPI program around comm::Communicator for tests/comm/communicator_test.cpp: each
 // scenario makes one rank fail in a way the blockmm pipeline cannot be driven into on demand,
 // and every rank prints "rank R: exit C: MESSAGE" for the error it ended with.
 //
