@@ -309,7 +309,9 @@ TEST(MappedWriter, ScatteredFieldsLandExactlyWhereTheySay) {
         writer.reset();
         EXPECT_TRUE(file.contents() == expected) << "the file differs from the fields written";
         EXPECT_TRUE(report.mapped);
-        if (!huge) EXPECT_EQ(report.huge_extents, 0);
+        if (!huge) {
+          EXPECT_EQ(report.huge_extents, 0);
+        }
       }
 }
 

@@ -37,7 +37,7 @@ TEST(OutputParts, TheRecordReadsBackAndNothingElseReadsAsOne) {
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->generation, "00ff00ff");
   EXPECT_EQ(record->parts, 12);
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string("\x89HDF\r\n\x1a\n", 8), std::string("blockmm-parts generation=00ff00ff parts=0\n"),
         std::string("blockmm-parts generation=00ff00ff parts=4097\n"), std::string("blockmm-parts generation=00FF00ff parts=2\n"),
         std::string("blockmm-parts generation=00ff00ff parts=2"), std::string("blockmm-parts generation=00ff00ff parts=-2\n"),
