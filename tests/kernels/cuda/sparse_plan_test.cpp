@@ -62,7 +62,7 @@ TEST(SparsePlan, ChunksTakeWholeUnitsInOrderWithinTheirLimit) {
       ASSERT_EQ(chunk.first_tile, tile);
       ASSERT_GE(chunk.units, 1);
       // Over the limit only where one unit alone is (a unit is at most tiles_per_unit tiles).
-      if (chunk.units > 1) EXPECT_LE(chunk.tiles, max_tiles);
+      if (chunk.units > 1) { EXPECT_LE(chunk.tiles, max_tiles); }
       EXPECT_LE(chunk.tiles, std::max<std::int64_t>(max_tiles, tiles_per_unit));
       unit += chunk.units;
       tile += chunk.tiles;

@@ -145,14 +145,14 @@ TEST(DensePlan, KPiecesCoverTheInnerDimensionEachWithinItsBound) {
       EXPECT_LE(piece.length, limit) << what << " piece " << q;
       EXPECT_EQ(piece.begin % kPlanePad, 0) << what;  // 16-byte aligned offsets into the vectors
       EXPECT_EQ(piece.length % kPlanePad, 0) << what;
-      if (q + 1 < plan.k_pieces) EXPECT_EQ(piece.length, plan.k_piece) << what;
+      if (q + 1 < plan.k_pieces) { EXPECT_EQ(piece.length, plan.k_piece) << what; }
       next += piece.length;
     }
     EXPECT_EQ(next, plan.k_pitch) << what;
     several += plan.k_pieces > 1;
     EXPECT_EQ(plan.workspace.piece_sums, plan.k_pieces > 1 ? plan.workspace.products : 0) << what;
-    if (n <= kInt8MaxPiece) EXPECT_EQ(plan.k_pieces, 1) << what;
-    if (encoding == DenseEncoding::int8_planes && n > kInt8MaxPiece) EXPECT_GE(plan.k_pieces, 2) << what;
+    if (n <= kInt8MaxPiece) { EXPECT_EQ(plan.k_pieces, 1) << what; }
+    if (encoding == DenseEncoding::int8_planes && n > kInt8MaxPiece) { EXPECT_GE(plan.k_pieces, 2) << what; }
     EXPECT_LE(plan.workspace.bytes() + pr.tiles * 20, pr.room) << what;
   }
   EXPECT_GT(several, 100);
@@ -259,7 +259,7 @@ TEST(DensePlan, WorkspaceIsTheLargestRowTilesTilesInTheEncodingsBuffers) {
         EXPECT_EQ(plan.row_tile_rows_max, 5);
       else
         EXPECT_EQ(plan.row_tile_rows_max, plan.max_rows_per_tile >= 2048 ? 2048 : plan.max_rows_per_tile / 5 * 5);
-      if (!wide) EXPECT_EQ(plan.row_tile_chunks.size(), plan.chunk_rows.size());
+      if (!wide) { EXPECT_EQ(plan.row_tile_chunks.size(), plan.chunk_rows.size()); }
       const DenseWorkspace& w = plan.workspace;
       const std::int64_t rows = std::int64_t{plan.row_tile_rows_max} * 8, cols = std::int64_t{plan.cols_per_tile} * 8;
       if (encoding == DenseEncoding::float64) {
@@ -298,9 +298,9 @@ TEST(DensePlan, RowTilesGroupWholeChunksWithinTheATilesRows) {
     for (std::size_t t = 0; t + 1 < first.size(); ++t) {
       ASSERT_LT(first[t], first[t + 1]);
       const std::int32_t rows = chunk_rows[first[t + 1]] - chunk_rows[first[t]];
-      if (first[t + 1] - first[t] > 1) EXPECT_LE(rows, max_rows);
+      if (first[t + 1] - first[t] > 1) { EXPECT_LE(rows, max_rows); }
       // The next chunk would not have fitted (as many chunks as fit).
-      if (first[t + 1] < chunks) EXPECT_GT(chunk_rows[first[t + 1] + 1] - chunk_rows[first[t]], max_rows);
+      if (first[t + 1] < chunks) { EXPECT_GT(chunk_rows[first[t + 1] + 1] - chunk_rows[first[t]], max_rows); }
     }
   }
 }
@@ -322,7 +322,7 @@ TEST(DensePlan, ChunkRowsCoverEveryRowOnceWithinTheirLimits) {
       ASSERT_LT(r0, r1);
       EXPECT_LE(r1 - r0, plan.max_rows_per_tile);
       // More tiles than a chunk holds only when the chunk is a single row.
-      if (r1 - r0 > 1) EXPECT_LE(row_ptr[r1] - row_ptr[r0], plan.chunk_tiles);
+      if (r1 - r0 > 1) { EXPECT_LE(row_ptr[r1] - row_ptr[r0], plan.chunk_tiles); }
     }
   }
 }

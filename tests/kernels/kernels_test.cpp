@@ -111,7 +111,7 @@ TEST_P(EveryBackend, AllZeroInputBlocksContributeNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EveryBackend, ::testing::Values(BackendKind::reference, BackendKind::cpu),
-                         [](const auto& info) { return kernels::to_string(info.param); });
+                         [](const auto& param_info) { return kernels::to_string(param_info.param); });
 
 }  // namespace
 }  // namespace blockmm::testing
@@ -136,7 +136,7 @@ TEST(SinkThreads, EveryChunkIsWrittenFromTheCallingThread) {
     SCOPED_TRACE(kernels::to_string(kind));
     const std::int64_t chunk = 4096;  // many chunks
     const ProductRun run = multiply(a, b, kind, chunk);
-    if (kind == BackendKind::cpu) EXPECT_GT(run.chunks, 5);  // the reference backend writes once
+    if (kind == BackendKind::cpu) { EXPECT_GT(run.chunks, 5); }  // the reference backend writes once
     EXPECT_EQ(run.writer_threads, std::set<std::thread::id>{std::this_thread::get_id()});
     EXPECT_TRUE(run.output.bytes == expected.output.bytes);
   }

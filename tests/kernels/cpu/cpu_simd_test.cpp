@@ -290,8 +290,9 @@ TEST_P(EveryLevel, NumericCallsSharingAWorkspaceMatchTheReference) {
     const std::size_t capacity = workspace.chunk_buffers[0].capacity();
     const OutputRecords actual = numeric(a, b, false, GetParam(), chunk, &workspace);
     ASSERT_TRUE(numeric(a, b, true, GetParam(), chunk).bytes == actual.bytes) << "case " << c << " m=" << spec.m;
-    if (before != nullptr && capacity >= workspace.chunk_buffers[0].size())
+    if (before != nullptr && capacity >= workspace.chunk_buffers[0].size()) {
       EXPECT_EQ(workspace.chunk_buffers[0].data(), before) << "case " << c << ": the buffer was allocated again";
+    }
   }
   EXPECT_GT(workspace.chunk_buffers[0].capacity(), 0u);
 }
@@ -336,14 +337,16 @@ TEST(SimdLevels, BestLevelIsAvailableAndPortableAlwaysIs) {
   EXPECT_TRUE(kernels::cpu::simd_level_available(SimdLevel::portable));
   EXPECT_TRUE(kernels::cpu::simd_level_available(kernels::cpu::best_simd_level()));
   EXPECT_THROW(kernels::cpu::block_row_kernel(SimdLevel::portable, 0), std::invalid_argument);
-  for (SimdLevel level : kernels::cpu::kAllSimdLevels)
-    if (!kernels::cpu::simd_level_available(level))
+  for (SimdLevel level : kernels::cpu::kAllSimdLevels) {
+    if (!kernels::cpu::simd_level_available(level)) {
       EXPECT_THROW(kernels::cpu::block_row_kernel(level, 8), std::invalid_argument);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, EveryLevel, ::testing::ValuesIn(kernels::cpu::kAllSimdLevels),
-                         [](const auto& info) {
-                           std::string name = kernels::cpu::to_string(info.param);
+                         [](const auto& param_info) {
+                           std::string name = kernels::cpu::to_string(param_info.param);
                            for (char& ch : name)
                              if (ch == '-') ch = '_';
                            return name;

@@ -57,9 +57,10 @@ TEST(PathChoice, TakesTheFasterPathOnEachFivePercentCase) {
     // keeps the same choices.
     const SparseKernel tensor = sparse_kernel_for(c.m, false, true);
     EXPECT_EQ(choose_path(five_percent_case(c.m), tensor, automatic).dense, c.dense < c.sparse) << "m=" << c.m;
-    if (tensor.tensor_cores)
+    if (tensor.tensor_cores) {
       EXPECT_LE(predict_paths(five_percent_case(c.m), tensor, measured_path_costs()).sparse_seconds,
                 predict_paths(five_percent_case(c.m), sparse_kernel_for(c.m, false), measured_path_costs()).sparse_seconds);
+    }
   }
 }
 
