@@ -1,6 +1,6 @@
 // comm::launcher_placement: where each launcher's variables put a rank, for environments written
 // out here (what mpi_start and the CUDA visibility decide from it: mpi_start_test.cpp,
-// backend_choice_test.cpp; under a real mpiexec: tests/mpi).
+// backend_choice_test.cpp; under a real mpiexec: tests/e2e/mpi).
 #include "comm/launcher.hpp"
 
 #include <gtest/gtest.h>

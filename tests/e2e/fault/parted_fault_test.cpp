@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "support/harness.hpp"
-#include "fault/processes.hpp"
+#include "e2e/fault/processes.hpp"
 
 namespace blockmm::e2e {
 namespace {

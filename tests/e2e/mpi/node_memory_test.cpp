@@ -46,7 +46,7 @@ struct MpiRun {
   }
 };
 
-// mpiexec -n `ranks` blockmm `args` through tests/mpi/mpirun_blockmm.sh (a 60 s guard inside it).
+// mpiexec -n `ranks` blockmm `args` through tests/e2e/mpi/mpirun_blockmm.sh (a 60 s guard inside it).
 MpiRun run_mpi(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   ScratchDir status("blockmm-mpi-status");
   std::vector<std::string> argv{"bash", env_or("BLOCKMM_MPI_SCRIPT"), std::to_string(ranks), status.path()};

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-dir=${BLOCKMM_SOURCE_DIR:-$(cd "$here/../.." && pwd)}/jobs/slurm
+dir=${BLOCKMM_SOURCE_DIR:-$(cd "$here/../../.." && pwd)}/jobs/slurm
 failures=0
 bad() {
   echo "FAIL: $*"

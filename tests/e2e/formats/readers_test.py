@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tool_support import (Work, binary_bytes, blockmm, dense_of_binary, peak_memory,  # noqa: E402
                           random_dense, read_bytes, tool, write_bytes)
 
-SOURCE = os.environ.get("BLOCKMM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+SOURCE = os.environ.get("BLOCKMM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 HEADER = "%%MatrixMarket matrix coordinate integer general"
 
 

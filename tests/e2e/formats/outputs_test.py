@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Python tools' outputs under the faults and races the C++ output is tested against
-(tests/fault, issue 43 items 3 and 7, issue 42 item 2): modes that follow the umask as the C++
+(tests/e2e/fault, issue 43 items 3 and 7, issue 42 item 2): modes that follow the umask as the C++
 tools' do, a temporary swapped for a symlink mid-write, signals while writing, a SIGKILLed
 run's leftover removed by the next run (of either tool), full, tiny and read-only file systems, a
 file-size limit, character devices written in place, read-only and same-as-input outputs.
@@ -89,7 +89,7 @@ class Modes(Work):
 
 class Races(Work):
     """Whoever can write the output folder swaps the temporary for a symlink while a tool writes:
-    the link's target keeps its bytes, OUT stays the previous file, exit 4 (tests/fault FaultSwap)."""
+    the link's target keeps its bytes, OUT stays the previous file, exit 4 (tests/e2e/fault FaultSwap)."""
 
     def swap_during(self, name, *args):
         out = os.path.join(self.dir, "out")

@@ -25,7 +25,7 @@
 #include <tuple>
 
 #include "support/harness.hpp"
-#include "fault/processes.hpp"
+#include "e2e/fault/processes.hpp"
 #include "support/sanitizers.hpp"
 
 
@@ -314,7 +314,7 @@ INSTANTIATE_TEST_SUITE_P(TermIntAndPipe, FaultSignal, ::testing::Values(SIGTERM,
 // A run SIGKILLed with its process group (its cleanup watcher too: io/cleanup_watcher.hpp), or
 // its node lost, cannot clean up: its temporary file stays, named after the host and the
 // process. The next run on the same output removes it (the process is gone) and says so; a
-// temporary file of a live process is left alone (tests/fault/leftovers_test.cpp: other outputs).
+// temporary file of a live process is left alone (tests/e2e/fault/leftovers_test.cpp: other outputs).
 TEST(FaultSignal, SigkillLeftoverIsRemovedByTheNextRun) {
   const LongCase& inputs = LongCase::get();
   ScratchDir dir("blockmm-fault");
@@ -593,7 +593,7 @@ const std::string kLetLibhdf5Fail = "ASAN_OPTIONS=" + env_or("ASAN_OPTIONS") + "
 
 class FaultLibhdf5 : public ::testing::TestWithParam<const char*> {};
 
-// libhdf5 1.10.8 segfaults on one file and loops forever on the other (tests/fault/data). Either
+// libhdf5 1.10.8 segfaults on one file and loops forever on the other (tests/e2e/fault/data). Either
 // way blockmm gives its one-line error and exit 3 within the (here shortened) stall limit, as A
 // or as B, on one rank and on two, and leaves no file behind.
 TEST_P(FaultLibhdf5, CorruptFileGivesExit3NotACrashOrAHang) {

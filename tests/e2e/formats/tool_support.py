@@ -1,4 +1,4 @@
-"""What the Python tools' tests share (tests/formats): the build tree's tools run in this process
+"""What the Python tools' tests share (tests/e2e/formats): the build tree's tools run in this process
 or as processes, scratch folders, random matrices and dense references made here with numpy,
 never with the blockmm package's readers alone. BLOCKMM_BUILD_DIR names the build tree."""
 import contextlib

@@ -733,7 +733,7 @@ TEST_F(Mpi, RanksOfANodeReadOneSharedB) {
         std::remove(out.c_str());
         // The shared copy has no name in /dev/shm (comm/node_shared_memory.hpp): none outlives a
         // run (names seen twice a second apart, so that another program's passing file is not
-        // counted; tests/mpi/node_memory_test.cpp checks that none is made at all).
+        // counted; tests/e2e/mpi/node_memory_test.cpp checks that none is made at all).
         EXPECT_EQ(lasting_shared_files(), std::vector<std::string>{});
       }
     }
@@ -943,7 +943,7 @@ TEST_F(Mpi, StatsReportPerRankWorkAndImbalance) {
     ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
     EXPECT_EQ(j.at("nodes"), simulated ? 3 : 1);
     EXPECT_EQ(j.at("nodes_simulated"), simulated);
-    // The cpu backend never builds whole inputs (the cuda backend's path: tests/gpu).
+    // The cpu backend never builds whole inputs (the cuda backend's path: tests/e2e/gpu).
     EXPECT_EQ(j.at("distribution"), simulated ? "records exchanged" : "rows scanned from the files");
     const auto& moved = j.at("input_bytes_moved");
     EXPECT_EQ(moved.at("within_node").at("records"), 0);
