@@ -234,7 +234,7 @@ class Hdf5Refusals(Work):
     def test_files_that_crash_or_hang_libhdf5_are_bad_input(self):
         for name in ("libhdf5_crashes.h5", "libhdf5_loops.h5"):
             with self.subTest(name=name):
-                source = os.path.join(SOURCE, "tests", "fault", "data", name)
+                source = os.path.join(SOURCE, "tests", "e2e", "fault", "data", name)
                 write_bytes(self.path(name), read_bytes(source))
                 run = tool("blockmm-export", self.path(name), self.path("out.npz"), env={"BLOCKMM_LIBRARY_TIMEOUT": "2"},
                            timeout=60)
