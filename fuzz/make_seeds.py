@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Writes the seed corpus of the fuzz targets (tests/fuzz): small COL380 binary files and HDF5 BSR
+# Writes the seed corpus of the fuzz targets (tests/e2e/fuzz): small COL380 binary files and HDF5 BSR
 # files, valid and not, into OUT/binary and OUT/hdf5. Needs numpy and h5py (Debian's python3-h5py).
 #   /usr/bin/python3 fuzz/make_seeds.py fuzz/corpus
 # fuzz/corpus/hdf5/blockmm_writer_n8_m2.h5 comes from blockmm's own writer:

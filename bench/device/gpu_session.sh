@@ -37,7 +37,7 @@ stage_test() {
 
 stage_sanitize() {
   note "compute-sanitizer $(date +%T)"
-  local bin=$BLOCKMM_BUILD/tests/gpu/blockmm_gpu_tests
+  local bin=$BLOCKMM_BUILD/tests/kernels/cuda/gpu/blockmm_gpu_tests
   local filter=${SANITIZE_FILTER:-*Generic*:*LargeBlocks*:*TenTimes*:*Budget*:*DenseTilesSaturate*:*DenseTilesUnder*:*DenseTilesAtTheSaturationEdge*:*DenseNarrow*:*ReuseItsCublas*:*TheFirstOperandsError*:*StagingPinned*}
   for tool in memcheck racecheck synccheck; do
     # racecheck instruments shared memory: blockmm's kernels only, not cuBLAS's GEMMs (which it

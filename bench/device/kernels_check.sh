@@ -62,7 +62,7 @@ stage_build() {
 
 stage_tests() {
   note "GPU tests $(date +%T)"
-  timeout 420 "$build/tests/gpu/blockmm_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
+  timeout 420 "$build/tests/kernels/cuda/gpu/blockmm_gpu_tests" > "$OUT/gpu_tests.log" 2>&1
   echo "  exit $?: $(grep -cE '^\[       OK' "$OUT/gpu_tests.log") OK, $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log") failed" | tee -a "$summary"
   grep -E '^\[  FAILED  \] [A-Za-z]|Failure|SKIPPED \]' "$OUT/gpu_tests.log" | sort -u | head -20 | tee -a "$summary"
   grep -E '^\[       OK \] (CudaTensorCoreBlocks|CudaDenseKPieces)' "$OUT/gpu_tests.log" | tee -a "$summary"
@@ -75,7 +75,7 @@ stage_sanitize() {
     time_left || return
     local extra=()
     [ $tool = racecheck ] && extra=(--kernel-name kns=blockmm)  # shared memory of blockmm's kernels, not cuBLAS's
-    timeout 240 compute-sanitizer --tool $tool "${extra[@]}" --error-exitcode 9 "$build/tests/gpu/blockmm_gpu_tests" \
+    timeout 240 compute-sanitizer --tool $tool "${extra[@]}" --error-exitcode 9 "$build/tests/kernels/cuda/gpu/blockmm_gpu_tests" \
       --gtest_filter="$filter" > "$OUT/sanitizer_$tool.log" 2>&1
     echo "  $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1); $(grep -cE '^\[       OK' "$OUT/sanitizer_$tool.log") tests OK)" | tee -a "$summary"
   done

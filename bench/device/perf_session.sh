@@ -49,7 +49,7 @@ stage_batch() {  # ten G1 products in one run against ten runs, to /dev/null; tw
 
 stage_racecheck() {
   note "racecheck on the tensor-core kernel's tests"
-  local t=$BLOCKMM_BUILD/tests/gpu/blockmm_gpu_tests
+  local t=$BLOCKMM_BUILD/tests/kernels/cuda/gpu/blockmm_gpu_tests
   for filter in CudaTensorCoreBlocks.EmptyOperandsAndTinyMatrices CudaTensorCoreBlocks.SaturationEdge; do
     timeout 200 compute-sanitizer --tool racecheck --kernel-name kns=blockmm --error-exitcode 9 --print-limit 20 "$t" \
       --gtest_filter="$filter" > "$logs/racecheck_$filter.log" 2>&1

@@ -1,5 +1,5 @@
 """A reader that runs in a child process, for libraries that crash or loop on a corrupt file
-instead of failing (libhdf5 1.10 does both: tests/fault/data). The Python counterpart of
+instead of failing (libhdf5 1.10 does both: tests/e2e/fault/data). The Python counterpart of
 src/io/library_guard.hpp: the child does the library's work and sends what it read through a
 pipe; a child that dies by a signal becomes one line, "<file>: libhdf5 crashed (SIGSEGV) <while
 doing what>: the file is corrupt", and one that makes no progress for BLOCKMM_LIBRARY_TIMEOUT

@@ -1,4 +1,4 @@
-"""Progress of a long conversion on stderr, in blockmm's two styles (src/driver/progress.hpp): a
+"""Progress of a long conversion on stderr, in blockmm's two styles (src/console/progress.hpp): a
 line redrawn in place on a terminal (shown after a second, erased at the end), or plain lines
 every BLOCKMM_PROGRESS_INTERVAL seconds (default 5) in logs and pipes. Counted in blocks read,
 over every pass the conversion makes of its input.

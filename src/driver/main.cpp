@@ -17,7 +17,6 @@
 #include "driver/batch.hpp"
 #include "driver/options.hpp"
 #include "driver/run.hpp"
-#include "driver/run_stats.hpp"
 #include "io/atomic_output.hpp"
 #include "io/file_access.hpp"
 #include "io/library_guard.hpp"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "console/progress.hpp"
 #include "io/product_writer.hpp"
 #include "kernels/backend.hpp"
 #include "settings/settings.hpp"
@@ -13,7 +14,7 @@
 namespace blockmm::driver {
 
 enum class StatsMode { off, text, json };
-enum class ProgressRequest { automatic, bar, lines, none };
+using console::ProgressRequest;
 
 // Everything one run of blockmm was asked to do: its command line and its environment's
 // settings, each read once, here.

@@ -13,10 +13,10 @@
 #include <new>
 #include <system_error>
 
+#include "console/progress.hpp"
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
 #include "driver/cores.hpp"
-#include "driver/progress.hpp"
 #include "io/atomic_output.hpp"
 #include "io/file_access.hpp"
 #include "io/input_file.hpp"
@@ -26,6 +26,8 @@
 
 namespace blockmm::driver {
 namespace {
+
+using multiply::PhaseTimes;
 
 // Starts the OpenMP team now, before the temporary output exists: libgomp ends the process
 // (exit 1, its own message, the temporary file left behind) when it cannot create a thread.
@@ -56,7 +58,7 @@ void start_thread_team(int threads) {
 // The product's phases on rank 0's progress display.
 class ProgressObserver final : public multiply::Observer {
  public:
-  explicit ProgressObserver(Progress& progress) : progress_(progress) {}
+  explicit ProgressObserver(console::Progress& progress) : progress_(progress) {}
   void phase_started(multiply::Phase phase) override {
     switch (phase) {
       case multiply::Phase::read: progress_.phase("reading inputs"); break;
@@ -76,7 +78,7 @@ class ProgressObserver final : public multiply::Observer {
   void backend_chosen(const std::string& name) override { progress_.set_backend(name); }
 
  private:
-  Progress& progress_;
+  console::Progress& progress_;
 };
 
 multiply::Options multiply_options(const Options& options, int threads, KeptUntilExit* kept_until_exit) {
@@ -98,7 +100,7 @@ multiply::Options multiply_options(const Options& options, int threads, KeptUnti
 }
 
 // Per-rank phase times, gathered for --stats (collective).
-void gather_phase_times(const PhaseTimes& mine, const comm::Communicator& comm, RunStats& stats) {
+void gather_phase_times(const PhaseTimes& mine, const comm::Communicator& comm, console::RunStats& stats) {
   double PhaseTimes::*const phases[] = {&PhaseTimes::read,    &PhaseTimes::exchange,        &PhaseTimes::build,
                                         &PhaseTimes::setup,   &PhaseTimes::symbolic,        &PhaseTimes::numeric,
                                         &PhaseTimes::numeric_compute, &PhaseTimes::write,   &PhaseTimes::commit,
@@ -114,7 +116,7 @@ void gather_phase_times(const PhaseTimes& mine, const comm::Communicator& comm, 
 }
 
 // How the output was written, for --stats: rank 0's way, every rank's extents.
-void record_output_report(const io::OutputReport& report, const comm::Communicator& comm, RunStats& stats) {
+void record_output_report(const io::OutputReport& report, const comm::Communicator& comm, console::RunStats& stats) {
   stats.output_parts = report.parts;
   stats.output_mapped = report.mapped;
   stats.output_threads = report.threads;
@@ -131,13 +133,13 @@ std::string setting_named(const std::vector<std::string>& settings, const std::s
 
 }  // namespace
 
-RunStats run_product(const Options& options, const comm::Communicator& comm, ProcessStart& start,
+console::RunStats run_product(const Options& options, const comm::Communicator& comm, ProcessStart& start,
                      KeptUntilExit* kept_until_exit) {
   kernels::CudaStart& cuda = start.cuda;
   const std::vector<std::string>& start_settings = start.settings;
   const Stopwatch total_clock;
-  RunStats stats;
-  stats.started_utc = utc_now_iso8601();
+  console::RunStats stats;
+  stats.started_utc = console::utc_now_iso8601();
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0) stats.host = host;
   stats.output_path = options.out_path;
@@ -161,13 +163,13 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
                          stats.threads),
         stats.threads, options.parts);
   });
-  ProgressConfig progress_config = progress_config_for_stderr(options.progress, options.settings);
-  if (!comm.is_root()) progress_config.style = ProgressStyle::none;  // rank 0 speaks for the run
+  console::ProgressConfig progress_config = console::progress_config_for_stderr(options.progress, options.settings);
+  if (!comm.is_root()) progress_config.style = console::ProgressStyle::none;  // rank 0 speaks for the run
   if (comm.size() > 1) progress_config.scope = "rank 0 of " + std::to_string(comm.size());
   const std::string version = version_text();
   progress_config.header = {version.substr(0, version.find('\n')), stats.host, comm.size(), stats.threads,
                             options.command_line};
-  Progress progress(progress_config);
+  console::Progress progress(progress_config);
   ProgressObserver observer(progress);
 
   // Headers on every rank (cheap); the records are read where the backend builds from them.
@@ -233,7 +235,7 @@ RunStats run_product(const Options& options, const comm::Communicator& comm, Pro
   stats.output_bytes = comm.sum(writer->bytes_written());
   record_output_report(writer->report(), comm, stats);
   progress.finish(
-      written_summary(options.out_path, stats.output_format, stats.c_blocks, stats.output_bytes, total_clock.seconds()));
+      console::written_summary(options.out_path, stats.output_format, stats.c_blocks, stats.output_bytes, total_clock.seconds()));
   stats.mine.total = total_clock.seconds();
   gather_phase_times(stats.mine, comm, stats);
   return stats;
@@ -270,7 +272,7 @@ void run_and_write_stats(const Options& options, const comm::Communicator& comm,
     comm.run_phase([&] { stats_file->reserve((std::int64_t{64} << 10) + std::int64_t{1024} * comm.size() + 6 * argument_bytes); });
     comm.run_phase([&] { stats_writer = stats_file->open_writer(); });
   }
-  RunStats stats = run_product(options, comm, start, kept_until_exit);
+  console::RunStats stats = run_product(options, comm, start, kept_until_exit);
   const std::string version = version_text();
   stats.version = version.substr(0, version.find('\n'));  // "blockmm X.Y.Z (commit ...)"
   stats.command_line = options.command_line;
@@ -278,12 +280,12 @@ void run_and_write_stats(const Options& options, const comm::Communicator& comm,
   // failure (exit 4) that every rank agrees on, not a success with the stats lost.
   comm.run_phase([&] {
     if (!comm.is_root()) return;
-    if (options.stats == StatsMode::text) std::cout << stats_text(stats);
-    if (options.stats == StatsMode::json) std::cout << stats_json(stats) << "\n";
+    if (options.stats == StatsMode::text) std::cout << console::stats_text(stats);
+    if (options.stats == StatsMode::json) std::cout << console::stats_json(stats) << "\n";
     io::flush_standard_output(" (the product " + options.out_path + " was written)");
   });
   if (stats_file) {
-    const std::string json = stats_json(stats) + "\n";
+    const std::string json = console::stats_json(stats) + "\n";
     // The product is in place by now: a stats file that still fails (a device written in place,
     // such as /dev/full; an I/O error) says so, as a failed write of the stats on stdout does.
     try {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "console/run_stats.hpp"
 #include "driver/options.hpp"
-#include "driver/run_stats.hpp"
 #include "kernels/cuda_start.hpp"
 #include "multiply/multiply.hpp"
 
@@ -34,7 +34,7 @@ struct ProcessStart {
   std::map<std::string, multiply::Team> teams;
 };
 
-RunStats run_product(const Options& options, const comm::Communicator& comm, ProcessStart& start,
+console::RunStats run_product(const Options& options, const comm::Communicator& comm, ProcessStart& start,
                      KeptUntilExit* kept_until_exit = nullptr);
 
 // One product from its checks to its stats (on stdout and in --stats-file): its exit code.

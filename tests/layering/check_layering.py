@@ -22,7 +22,9 @@ ALLOWED = {
     "partition": {"core", "comm", "io", "operands"},
     "kernels": {"core", "operands"},
     "multiply": {"core", "comm", "io", "operands", "partition", "kernels"},
-    "driver": {"core", "settings", "comm", "io", "operands", "partition", "kernels", "multiply"},
+    # What a run shows its user: formats the driver's phases and the product's report (multiply/report.hpp).
+    "console": {"core", "settings", "multiply"},
+    "driver": {"core", "settings", "comm", "io", "operands", "partition", "kernels", "multiply", "console"},
     "tools": {"core", "settings", "comm", "io", "operands"},
 }
 
@@ -94,6 +96,8 @@ def self_test():
             "driver/e.cpp": '#include "kernels/cuda/cuda_backend.cuh"\n',
             "driver/f.cpp": '#include "kernels/host_operands.hpp"\n',
             "partition/g.cpp": '#include "kernels/backend.hpp"\n',
+            "console/j.cpp": '#include "driver/options.hpp"\n',
+            "console/k.cpp": '#include "kernels/backend.hpp"\n',
             "io/h.cpp": "const char* v = getenv(\"X\");\n",
             "core/long.hpp": "\n" * (MAX_LINES + 1),
             "newmodule/i.cpp": '#include "core/a.hpp"\n',

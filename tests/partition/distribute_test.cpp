@@ -9,7 +9,7 @@
 #include <random>
 #include <sstream>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "support/random_blocks.hpp"
 
 namespace blockmm::e2e {

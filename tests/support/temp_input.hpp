@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cli/harness/harness.hpp"
+#include "support/harness.hpp"
 #include "core/block_matrix.hpp"
 
 namespace blockmm::testing {

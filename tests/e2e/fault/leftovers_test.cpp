@@ -1,0 +1,386 @@
+// Nothing left behind where blockmm cannot clean up after itself (issue 43, items 5 and 12), with
+// the real executable and a real mpiexec (label "fault"):
+// - SIGKILL of blockmm alone: its watcher process (io/cleanup_watcher.hpp) removes the temporary
+//   output; the existing output stays.
+// - mpirun's second Ctrl-C (mpirun exits at once, and Open MPI _exits each rank without a
+//   signal): no temporary output is left.
+// - SIGKILL of the whole process group (the watcher too): the next run writing into that folder,
+//   whatever its output, removes the leftover, and nothing of a live process or another host.
+// - The node's first rank killed (SIGKILL, SIGTERM) while it holds the node's shared B
+//   (BLOCKMM_TEST_NODE_MEMORY=pause stops it there): nothing in /dev/shm, ever.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <dirent.h>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "support/harness.hpp"
+#include "support/random_blocks.hpp"
+#include "support/sanitizers.hpp"
+
+namespace blockmm::e2e {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const char* kPrevious = "the previous output, which a failed run must leave alone\n";
+
+// A child in its own process group, stdout and stderr captured in files (readable while it runs).
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {})
+      : capture_("blockmm-leftovers-capture") {
+    RunOptions options;
+    options.strip_launcher_env = false;
+    options.set_env = extra_env;
+    pid_ = spawn_process(argv, options, capture_ / "out", capture_ / "err");
+  }
+  ~Child() {
+    if (!reaped_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  pid_t pid() const { return pid_; }
+  std::string err() const { return slurp(capture_ / "err"); }
+  bool exited() {
+    if (reaped_) return true;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    reaped_ = true;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return true;
+  }
+  // The exit code, or -1 when it was still running after `timeout` seconds (then killed).
+  int wait(double timeout) {
+    const auto begin = Clock::now();
+    while (!exited()) {
+      if (since(begin) > timeout) {
+        ::kill(-pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        reaped_ = true;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return exit_code_;
+  }
+  std::string describe() const { return "exit code " + std::to_string(exit_code_) + "\n--- stderr ---\n" + err(); }
+
+ private:
+  ScratchDir capture_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int exit_code_ = -1;
+};
+
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const std::string& entry : list_dir(dir))
+    if (entry.find(".blockmm-tmp.") != std::string::npos) found.push_back(dir + "/" + entry);
+  return found;
+}
+
+// Polls until a temporary output in `dir` holds at least `bytes` bytes (12: the header, the
+// numeric phase has begun); "" when the child exits first or `timeout` passes.
+std::string wait_for_temporary(Child& child, const std::string& dir, std::int64_t bytes, double timeout) {
+  const auto begin = Clock::now();
+  while (since(begin) < timeout) {
+    for (const std::string& t : temporaries(dir)) {
+      struct stat st {};
+      if (::stat(t.c_str(), &st) == 0 && st.st_size >= bytes) return t;
+    }
+    if (child.exited()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return "";
+}
+
+// Whether `path` is gone within `timeout` seconds (a watcher removes it once its process is gone).
+bool gone_within(const std::string& path, double timeout) {
+  const auto begin = Clock::now();
+  while (path_exists(path)) {
+    if (since(begin) > timeout) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+std::string process_name(pid_t pid) {
+  std::string name = slurp("/proc/" + std::to_string(pid) + "/comm");
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
+}
+
+// Live processes whose environment holds `tag` (and `also`, when given), blockmm's watchers
+// ("blockmm-cleanup") among them only where `watchers`.
+std::vector<pid_t> tagged_processes(const std::string& tag, const std::string& also = "", bool watchers = true) {
+  std::vector<pid_t> pids;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (const dirent* e = ::readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    const std::string env = slurp("/proc/" + std::string(e->d_name) + "/environ");
+    bool has_tag = false, has_also = also.empty();
+    for (std::size_t at = 0; at < env.size();) {
+      const std::size_t end = env.find('\0', at);
+      const std::string var = env.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      has_tag |= var == tag;
+      has_also |= var == also;
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+    if (has_tag && has_also && (watchers || process_name(pid) != "blockmm-cleanup")) pids.push_back(pid);
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+bool all_gone(const std::string& tag, double timeout) {
+  const auto begin = Clock::now();
+  while (!tagged_processes(tag).empty()) {
+    if (since(begin) > timeout) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+std::string unique_tag() {
+  std::random_device rd;
+  return "BLOCKMM_LEFTOVERS_TAG=" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+}
+
+std::vector<std::string> mpiexec_command(int ranks) {
+  std::vector<std::string> argv{env_or("BLOCKMM_MPIEXEC", "mpiexec"), "-n", std::to_string(ranks)};
+  std::istringstream flags(env_or("BLOCKMM_MPIEXEC_FLAGS"));
+  for (std::string f; flags >> f;) argv.push_back(f);
+  return argv;
+}
+
+// Entries of /dev/shm whose names start with "blockmm".
+std::vector<std::string> blockmm_names_in_dev_shm() {
+  std::vector<std::string> names;
+  for (const std::string& name : list_dir("/dev/shm"))
+    if (name.rfind("blockmm", 0) == 0) names.push_back(name);
+  return names;
+}
+
+// Open MPI's own shared-memory files ("vader_segment.*" in /dev/shm), which a job it cannot end
+// in order leaves behind (mpirun gone at once, a rank killed): those that appear while the test's
+// job runs are removed when the test ends, so that the test leaves nothing behind either.
+class OpenMpiLeftovers {
+ public:
+  OpenMpiLeftovers() : before_(names()) {}
+  ~OpenMpiLeftovers() {
+    for (const std::string& name : names())
+      if (std::find(before_.begin(), before_.end(), name) == before_.end()) ::unlink(("/dev/shm/" + name).c_str());
+  }
+  OpenMpiLeftovers(const OpenMpiLeftovers&) = delete;
+  OpenMpiLeftovers& operator=(const OpenMpiLeftovers&) = delete;
+
+ private:
+  static std::vector<std::string> names() {
+    std::vector<std::string> found;
+    for (const std::string& name : list_dir("/dev/shm"))
+      if (name.rfind("vader_segment.", 0) == 0) found.push_back(name);
+    return found;
+  }
+  std::vector<std::string> before_;
+};
+
+// Inputs from blockmm-gen: n = `n`, m = 4, `density` of the blocks.
+class GeneratedInputs {
+ public:
+  GeneratedInputs(const std::string& n, const std::string& density) : dir_("blockmm-leftovers-inputs") {
+    const std::string gen = env_or("BLOCKMM_BUILD_DIR") + "/blockmm-gen";
+    for (const auto& [name, seed] : {std::pair<const char*, const char*>{"A.bin", "1"}, {"B.bin", "2"}}) {
+      const RunResult run = run_process({gen, "--n", n, "--m", "4", "--density", density, "--seed", seed,
+                                         "--max-value", "1023", "--quiet", dir_ / name});
+      if (run.exit_code != 0) throw std::runtime_error("blockmm-gen failed: " + run.describe());
+    }
+  }
+  std::string a() const { return dir_ / "A.bin"; }
+  std::string b() const { return dir_ / "B.bin"; }
+
+ private:
+  ScratchDir dir_;
+};
+
+// A run long enough to be interrupted: about 3 s on the reference backend with one thread (n =
+// 4096) on a 2-core VM, and in every one of two ranks twice that at n = 8192. Under
+// AddressSanitizer (-O1) a fourth of the block products: n halved.
+#if defined(BLOCKMM_TEST_ASAN)
+constexpr const char* kPlainN = "2048";
+constexpr const char* kTwoRankN = "4096";
+#else
+constexpr const char* kPlainN = "4096";
+constexpr const char* kTwoRankN = "8192";
+#endif
+
+std::vector<std::string> slow_run(const GeneratedInputs& in, const std::string& out) {
+  return {in.a(), in.b(), out, "--backend", "reference", "--threads", "1", "--quiet"};
+}
+
+// ---------- SIGKILL, and what any later run removes ----------
+
+// kill -9 of blockmm alone (as the OOM killer does): its watcher removes the temporary output.
+TEST(Leftovers, SigkillOfTheProcessAloneLeavesNoTemporary) {
+  const GeneratedInputs inputs(kPlainN, "0.05");
+  ScratchDir dir("blockmm-leftovers");
+  const std::string out = dir.subdir("out");
+  write_text(out + "/C.bin", kPrevious);
+  const std::string tag = unique_tag();
+  std::vector<std::string> argv{blockmm_bin()};
+  for (const std::string& arg : slow_run(inputs, out + "/C.bin")) argv.push_back(arg);
+  Child child(argv, {tag});
+  const std::string temp = wait_for_temporary(child, out, 12, 120);
+  ASSERT_FALSE(temp.empty()) << "the run ended before its temporary output held the header\n" << child.describe();
+  ASSERT_EQ(::kill(child.pid(), SIGKILL), 0);
+  EXPECT_EQ(child.wait(30), 128 + SIGKILL);
+  EXPECT_TRUE(gone_within(temp, 10)) << "temporary file " << temp << " left behind";
+  EXPECT_TRUE(all_gone(tag, 10)) << "the watcher outlived its work";
+  EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"});
+  EXPECT_EQ(slurp(out + "/C.bin"), kPrevious) << "the existing output was changed";
+}
+
+// SIGKILL of the whole process group (the watcher too) leaves the temporary output. The next run
+// writing anything into that folder removes it and says so: not only a run on the same output.
+// A temporary of a live process, one of another host, and files that only look alike stay.
+TEST(Leftovers, AnyRunInTheFolderRemovesStaleTemporaries) {
+  const GeneratedInputs inputs(kPlainN, "0.05");
+  ScratchDir dir("blockmm-leftovers");
+  const std::string out = dir.subdir("out");
+  std::vector<std::string> argv{blockmm_bin()};
+  for (const std::string& arg : slow_run(inputs, out + "/X.bin")) argv.push_back(arg);
+  Child child(argv);
+  const std::string temp = wait_for_temporary(child, out, 12, 120);
+  ASSERT_FALSE(temp.empty()) << child.describe();
+  ASSERT_EQ(::kill(-child.pid(), SIGKILL), 0);
+  child.wait(30);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(path_exists(temp)) << "SIGKILL of the process group cannot be cleaned up: the file should be there";
+  // ".X.bin.blockmm-tmp.<host>.<pid>.<random>": the host as blockmm names it.
+  const std::string marker = ".blockmm-tmp.";
+  const std::size_t host_at = temp.find(marker) + marker.size();
+  const std::string host = temp.substr(host_at, temp.find('.', host_at) - host_at);
+  const std::string dead = std::to_string(child.pid());
+  const std::vector<std::string> kept = {
+      ".Z.bin.blockmm-tmp." + host + "." + std::to_string(::getpid()) + ".abcdef",  // a live process's
+      ".Z.bin.blockmm-tmp.not" + host + "." + dead + ".abcdef",                     // another host's
+      ".Z.bin.blockmm-tmp." + host + "." + dead + ".abc",                           // not blockmm's name
+      "Z.bin.blockmm-tmp." + host + "." + dead + ".abcdef",                         // not hidden
+  };
+  for (const std::string& name : kept) write_text(out + "/" + name, "someone else's\n");
+  const RunResult next = run_blockmm({"--quiet", inputs.a(), inputs.b(), out + "/Y.bin", "--threads", "1"});
+  EXPECT_EQ(next.exit_code, 0) << next.describe();
+  EXPECT_FALSE(path_exists(temp)) << "the stale temporary of X.bin was not removed by a run writing Y.bin";
+  EXPECT_NE(next.err.find("note: removed " + temp + ", the temporary output of a run (process " + dead + ")"),
+            std::string::npos)
+      << next.describe();
+  std::vector<std::string> expected = kept;
+  expected.push_back("Y.bin");
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(list_dir(out), expected);
+}
+
+// ---------- under mpirun ----------
+
+// mpirun's first Ctrl-C asks the ranks to stop (SIGCONT, then SIGTERM a second later); a second
+// Ctrl-C in that second makes mpirun exit at once, and Open MPI then _exits every rank (no signal,
+// no handler). No temporary output may be left; a run that finished first has committed a whole
+// output.
+TEST(LeftoversMpi, DoubleCtrlCOfMpirunLeavesNoTemporary) {
+  const GeneratedInputs inputs(kTwoRankN, "0.05");
+  ScratchDir dir("blockmm-leftovers");
+  const std::string out = dir.subdir("out");
+  const std::string tag = unique_tag();
+  const OpenMpiLeftovers open_mpi_files;
+  std::vector<std::string> argv = mpiexec_command(2);
+  argv.push_back(blockmm_bin());
+  for (const std::string& arg : slow_run(inputs, out + "/C.bin")) argv.push_back(arg);
+  Child job(argv, {tag});
+  const std::string temp = wait_for_temporary(job, out, 12, 180);
+  ASSERT_FALSE(temp.empty()) << "the job ended before its temporary output held the header\n" << job.describe();
+  ASSERT_EQ(::kill(job.pid(), SIGINT), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(::kill(job.pid(), SIGINT), 0);
+  EXPECT_NE(job.wait(60), -1) << "mpirun hung";
+  EXPECT_TRUE(all_gone(tag, 30)) << "ranks or their watchers outlived mpirun";
+  EXPECT_TRUE(gone_within(temp, 10)) << "temporary file " << temp << " left behind\n" << job.describe();
+  if (path_exists(out + "/C.bin")) {
+    OutputRecords product;
+    EXPECT_EQ(load(out + "/C.bin", product), "") << "a partial output was committed";
+    std::cout << "[ info ] the ranks finished before mpirun ended them: whole output committed\n";
+  }
+  EXPECT_TRUE(temporaries(out).empty());
+}
+
+class LeftoversNodeMemory : public ::testing::TestWithParam<int> {};
+
+// The node's first rank killed while it holds the node's shared B, allocated in full (the moment
+// when blockmm before issue 43 had a file of that size in /dev/shm): the memory was anonymous
+// (the rank holds a /memfd: descriptor, nothing new in /dev/shm), and nothing is left there
+// after the job, nor in the output folder.
+TEST_P(LeftoversNodeMemory, FirstRankKilledHoldingTheSharedBLeavesNothing) {
+  const int sig = GetParam();
+  const GeneratedInputs inputs("512", "0.5");  // dense: every rank needs all of B, which the node shares
+  ScratchDir dir("blockmm-leftovers");
+  const std::string out = dir.subdir("out");
+  write_text(out + "/C.bin", kPrevious);
+  const std::vector<std::string> before = blockmm_names_in_dev_shm();
+  const std::string tag = unique_tag();
+  const OpenMpiLeftovers open_mpi_files;
+  std::vector<std::string> argv = mpiexec_command(2);
+  for (const std::string& arg : {blockmm_bin(), inputs.a(), inputs.b(), out + "/C.bin", std::string("--threads"),
+                                 std::string("1"), std::string("--quiet")})
+    argv.push_back(arg);
+  Child job(argv, {tag, "BLOCKMM_TEST_NODE_MEMORY=pause"});
+  const auto begin = Clock::now();
+  while (job.err().find("node-shared memory of") == std::string::npos && !job.exited() && since(begin) < 120)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_NE(job.err().find("allocated; pausing"), std::string::npos) << "the first rank never paused\n" << job.describe();
+  const std::vector<pid_t> first = tagged_processes(tag, "OMPI_COMM_WORLD_RANK=0", false);
+  ASSERT_EQ(first.size(), 1u) << "cannot find rank 0's process";
+  bool holds_memfd = false;
+  for (const std::string& fd : list_dir("/proc/" + std::to_string(first[0]) + "/fd")) {
+    char target[256] = {};
+    const std::string link = "/proc/" + std::to_string(first[0]) + "/fd/" + fd;
+    holds_memfd |= ::readlink(link.c_str(), target, sizeof target - 1) > 0 && std::string(target).rfind("/memfd:blockmm", 0) == 0;
+  }
+  EXPECT_TRUE(holds_memfd) << "the node's shared memory is not anonymous memory of the first rank";
+  EXPECT_EQ(blockmm_names_in_dev_shm(), before) << "the node's shared memory has a name in /dev/shm";
+  ASSERT_EQ(::kill(first[0], sig), 0);
+  EXPECT_NE(job.wait(60), -1) << "the job hung after its first rank died";
+  EXPECT_TRUE(all_gone(tag, 30)) << "ranks or their watchers outlived mpirun";
+  EXPECT_EQ(blockmm_names_in_dev_shm(), before) << "the node's shared memory was left in /dev/shm";
+  EXPECT_TRUE(temporaries(out).empty() || gone_within(temporaries(out).front(), 10)) << "a temporary output was left";
+  EXPECT_EQ(slurp(out + "/C.bin"), kPrevious) << "the existing output was changed";
+}
+
+INSTANTIATE_TEST_SUITE_P(KillAndTerm, LeftoversNodeMemory, ::testing::Values(SIGKILL, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return std::string(param.param == SIGKILL ? "SIGKILL" : "SIGTERM");
+                         });
+
+}  // namespace
+}  // namespace blockmm::e2e
