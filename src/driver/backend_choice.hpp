@@ -18,7 +18,7 @@ namespace blockmm::driver {
 
 // "auto" takes the GPU from this many useful multiply-adds, or from this many input blocks
 // (small m: the CPU's build and symbolic phases cost per block); below both, CUDA's start and
-// teardown cost more than it saves (bench/NOTES.md has the measurements).
+// teardown cost more than it saves.
 constexpr std::int64_t kAutoCudaMinMacs = std::int64_t{4} << 30;
 constexpr std::int64_t kAutoCudaMinInputBlocks = std::int64_t{4} << 20;
 // Input bytes above which "auto" starts CUDA while the inputs are read.

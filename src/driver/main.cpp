@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
   if (!comm->uses_mpi()) {
     // A run on its own ends here at once: the products are committed and durable, the stats are
     // out. The exit handlers would only tear down the CUDA context and libraries, which the
-    // kernel does anyway (bench/NOTES.md item 20).
+    // kernel does anyway, at a cost a short run would notice.
     std::cout.flush();
     std::fflush(nullptr);
     std::_Exit(first_failure);

@@ -19,7 +19,8 @@ namespace blockmm::driver {
 
 // What a finished run still holds (the backends, their operands on the device, the patterns),
 // for a caller that ends the process at once: they are moved here instead of freed, since the
-// kernel releases device memory and the CUDA context at exit anyway (bench/NOTES.md item 23).
+// kernel releases device memory and the CUDA context at exit anyway, and freeing them one by one
+// is a measurable part of a short run.
 using KeptUntilExit = std::vector<std::shared_ptr<void>>;
 
 // What main began before the run: CUDA's start (its driver load begun before MPI started, where
