@@ -28,9 +28,11 @@ namespace blockmm::kernels::cuda {
 class ChunkPipeline {
  public:
   ChunkPipeline(const StagingBuffers& slots, int slot_count) : slots_(slots), slot_count_(std::max(1, slot_count)) {}
+  // Waits for the streams before their buffers go. A destructor cannot report a failure, and a
+  // failed stream has already failed a checked call of the run.
   ~ChunkPipeline() {
-    cudaStreamSynchronize(compute_.get());
-    cudaStreamSynchronize(copy_.get());
+    (void)cudaStreamSynchronize(compute_.get());
+    (void)cudaStreamSynchronize(copy_.get());
   }
   ChunkPipeline(const ChunkPipeline&) = delete;
   ChunkPipeline& operator=(const ChunkPipeline&) = delete;

@@ -60,7 +60,7 @@ bool RegisteredBuffer::register_memory() {
 }
 
 RegisteredBuffer::~RegisteredBuffer() {
-  if (registered_) cudaHostUnregister(memory_.get());
+  if (registered_) (void)cudaHostUnregister(memory_.get());  // a destructor cannot report it
 }
 
 int StagingBuffers::slots_for(std::int64_t input_bytes, int threads) {
