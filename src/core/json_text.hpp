@@ -1,7 +1,7 @@
 // Names in JSON: file names are bytes on Linux, and a JSON text is UTF-8. json_text() turns any
-// bytes into UTF-8 that keeps them readable and distinct: well-formed UTF-8 passes unchanged, and
-// each other byte becomes the character of the same number (U+0080-U+00FF, as Latin-1 reads it),
-// so that no name makes a JSON writer fail (docs/design.md, record 18). Used by blockmm's stats
+// bytes into UTF-8 that keeps them readable: well-formed UTF-8 passes unchanged, and each other
+// byte becomes the character of the same number (U+0080-U+00FF, as Latin-1 reads it), so that no
+// name makes a JSON writer fail (docs/design.md, record 18). Used by blockmm's stats
 // and blockmm-info --json.
 #pragma once
 

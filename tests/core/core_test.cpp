@@ -1,0 +1,112 @@
+// core: the product's saturating arithmetic against uint64 sums, the record layout at odd
+// offsets, and json_text against nlohmann's strict UTF-8 check and a code-point encoder written
+// here (the console's stats test covers the same function through the JSON it writes).
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/json_text.hpp"
+#include "core/record_layout.hpp"
+#include "core/saturate.hpp"
+
+namespace blockmm {
+namespace {
+
+std::uint32_t saturated_sum(std::uint64_t x) {
+  return x > std::numeric_limits<std::uint32_t>::max() ? std::numeric_limits<std::uint32_t>::max()
+                                                       : static_cast<std::uint32_t>(x);
+}
+
+TEST(Saturate, AddsAndClampsAsUint64SumsDo) {
+  std::mt19937_64 rng(1);
+  const std::uint32_t edges[] = {0, 1, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFEu, 0xFFFFFFFFu};
+  for (std::uint32_t x : edges)
+    for (std::uint32_t y : edges) EXPECT_EQ(saturating_add(x, y), saturated_sum(std::uint64_t{x} + y)) << x << " + " << y;
+  for (int t = 0; t < 100000; ++t) {
+    const auto x = static_cast<std::uint32_t>(rng()), y = static_cast<std::uint32_t>(rng() >> (rng() % 33));
+    ASSERT_EQ(saturating_add(x, y), saturated_sum(std::uint64_t{x} + y));
+    const std::uint64_t wide = rng() >> (rng() % 64);
+    ASSERT_EQ(saturate(wide), saturated_sum(wide));
+  }
+  EXPECT_EQ(product(65535, 65535), 4294836225u);  // (2^16 - 1)^2 fits uint32
+}
+
+TEST(RecordLayout, IndicesAtAnyOffset) {
+  EXPECT_EQ(record_bytes<std::uint16_t>(3), 8 + 18);
+  EXPECT_EQ(record_bytes<std::uint32_t>(46340), 8 + std::int64_t{4} * 46340 * 46340);
+  std::vector<std::byte> bytes(64);
+  for (std::size_t offset = 0; offset < 8; ++offset) {  // odd m puts records at odd offsets
+    set_record_index(bytes.data() + offset, -7, std::numeric_limits<std::int32_t>::max());
+    EXPECT_EQ(record_row(bytes.data() + offset), -7);
+    EXPECT_EQ(record_col(bytes.data() + offset), std::numeric_limits<std::int32_t>::max());
+  }
+  EXPECT_EQ((MatrixShape{96, 4}.block_rows()), 24);
+  EXPECT_EQ((MatrixShape{96, 0}.block_rows()), 0);
+}
+
+// UTF-8 of a code point, written here from the encoding's definition.
+std::string utf8(std::uint32_t c) {
+  std::string s;
+  if (c < 0x80) {
+    s += static_cast<char>(c);
+  } else if (c < 0x800) {
+    s += static_cast<char>(0xC0 | (c >> 6));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    s += static_cast<char>(0xE0 | (c >> 12));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (c >> 18));
+    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return s;
+}
+
+TEST(JsonText, WellFormedUtf8PassesUnchanged) {
+  std::mt19937_64 rng(2);
+  for (int t = 0; t < 2000; ++t) {
+    std::string text;
+    for (int k = 0; k < 12; ++k) {
+      std::uint32_t c = static_cast<std::uint32_t>(rng() % 0x110000);
+      if (c >= 0xD800 && c <= 0xDFFF) c = 0xFFFD;  // surrogates are no characters
+      text += utf8(c);
+    }
+    ASSERT_EQ(json_text(text), text);
+  }
+}
+
+TEST(JsonText, OtherBytesBecomeTheCharacterOfTheirNumber) {
+  EXPECT_EQ(json_text("\xff"), utf8(0xFF));
+  EXPECT_EQ(json_text("a\x80z"), "a" + utf8(0x80) + "z");
+  EXPECT_EQ(json_text("\xc0\xaf"), utf8(0xC0) + utf8(0xAF));                  // overlong '/'
+  EXPECT_EQ(json_text("\xed\xa0\x80"), utf8(0xED) + utf8(0xA0) + utf8(0x80));  // a surrogate
+  EXPECT_EQ(json_text("\xf4\x90\x80\x80"), utf8(0xF4) + utf8(0x90) + utf8(0x80) + utf8(0x80));  // past U+10FFFF
+  EXPECT_EQ(json_text("\xe2\x82"), utf8(0xE2) + utf8(0x82));                  // cut short
+  EXPECT_EQ(json_text("\xe2\x82\xac"), "\xe2\x82\xac");                        // the euro sign itself
+}
+
+TEST(JsonText, AnyBytesMakeJsonThatAStrictWriterTakes) {
+  std::mt19937_64 rng(3);
+  for (int t = 0; t < 5000; ++t) {
+    std::string bytes(static_cast<std::size_t>(rng() % 24), '\0');
+    for (char& b : bytes) b = static_cast<char>(rng());
+    const std::string text = json_text(bytes);
+    std::string dumped;
+    ASSERT_NO_THROW(dumped = nlohmann::json(text).dump());  // throws on invalid UTF-8
+    ASSERT_EQ(nlohmann::json::parse(dumped).get<std::string>(), text);
+    ASSERT_GE(text.size(), bytes.size());
+    ASSERT_LE(text.size(), 2 * bytes.size());
+  }
+}
+
+}  // namespace
+}  // namespace blockmm
