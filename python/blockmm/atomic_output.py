@@ -118,6 +118,7 @@ class AtomicOutput:
     def __init__(self, target, tool="blockmm"):
         self.target, self.tool = os.fspath(target), tool
         self.fd = self.dir_fd = -1
+        self.identity = None  # (st_dev, st_ino) of the temporary once created
         self.done = False
         self.in_place = False
         if not self.target or self.target.endswith("/"):
@@ -204,7 +205,8 @@ class AtomicOutput:
 
     def _create(self, prefix):
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        # No signal between the creation and the registration: a temporary is always removable.
+        # No signal between the creation and the registration, nor before the file's identity is
+        # known (the handler's abandon() compares it): a temporary is always removable.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CLEANUP_SIGNALS)
         try:
             for attempt in range(101):
@@ -215,15 +217,15 @@ class AtomicOutput:
                 except FileExistsError:
                     if attempt == 100:
                         raise
+            made = os.fstat(self.fd)
+            self.created_mode = made.st_mode & 0o7777
+            self.identity = (made.st_dev, made.st_ino)
             _temporaries[id(self)] = self
         except OSError as error:
             raise OutputError(f"{self.target}: cannot create a temporary file in {self.directory}: "
                               f"{error.strerror}") from None
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        made = os.fstat(self.fd)
-        self.created_mode = made.st_mode & 0o7777
-        self.identity = (made.st_dev, made.st_ino)
         try:
             os.fchmod(self.fd, 0o600)  # private while partial; the final mode is set at the commit
         except OSError as error:

@@ -153,8 +153,8 @@ class Signals(Work):
         if temporary is None:
             self.fail(f"no temporary appeared: {process.communicate()[1]!r}")
         os.kill(process.pid, number)
-        process.communicate(timeout=60)
-        self.assertTrue(died_by(process, number) or process.returncode == 128 + number, process.returncode)
+        err = process.communicate(timeout=60)[1]
+        self.assertTrue(died_by(process, number) or process.returncode == 128 + number, (process.returncode, err))
         self.assertEqual(os.listdir(self.out), [name], "the temporary was left")
         self.assertEqual(read_bytes(target), PREVIOUS)
         return process
@@ -219,6 +219,30 @@ class Signals(Work):
         run = tool("blockmm-convert", self.path("C.bin"), h5_target, check=0)
         self.assertIn(f"removed {os.path.join(self.out, temporary)}", run.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.out, temporary)))
+
+    def test_a_signal_held_while_the_temporary_is_made_removes_it(self):
+        """A signal that arrives while the temporary is created is held until it is registered
+        and known; when it is let through, the handler removes the temporary and the tool dies by
+        it (it once found the temporary's identity not yet set and ended by an AttributeError)."""
+        probe = ("import os, signal, sys\n"
+                 "sys.path.insert(0, sys.argv[1])\n"
+                 "from blockmm import atomic_output\n"
+                 "atomic_output.install_cleanup_handlers()\n"
+                 "real = signal.pthread_sigmask\n"
+                 "def arriving_while_held(how, mask):\n"
+                 "    if how == signal.SIG_SETMASK:\n"
+                 "        os.kill(os.getpid(), signal.SIGTERM)  # pending until the mask below\n"
+                 "    return real(how, mask)\n"
+                 "signal.pthread_sigmask = arriving_while_held\n"
+                 "atomic_output.AtomicOutput(sys.argv[2], 'probe')\n"
+                 "sys.exit(3)  # not reached: the signal ends the process\n")
+        target = os.path.join(self.out, "C.npz")
+        write_bytes(target, PREVIOUS)
+        run = subprocess.run([sys.executable, "-c", probe, os.path.join(BUILD, "python"), target],
+                             capture_output=True, timeout=60)
+        self.assertEqual(run.returncode, -signal.SIGTERM, run.stderr)
+        self.assertEqual(os.listdir(self.out), ["C.npz"], "the temporary was left")
+        self.assertEqual(read_bytes(target), PREVIOUS)
 
 
 class Faults(Work):
