@@ -21,6 +21,7 @@
 #include "comm/mpi_check.hpp"
 #include "comm/node_comms.hpp"
 #include "core/error.hpp"
+#include "core/madvise_advice.hpp"
 
 namespace blockmm::comm {
 
@@ -38,9 +39,6 @@ struct NodeSharedBytes::Mapping {
 namespace {
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
-#ifndef MADV_COLLAPSE
-constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older kernels answer EINVAL, and small pages stay
-#endif
 
 // Maps `fd` (`bytes` long) at a 2 MiB boundary, inside `reserved` (an address range of `bytes`
 // + 2 MiB, unmapped whole later): a PMD can map a huge page only where the address and the file

@@ -26,6 +26,7 @@
 #include "io/cleanup_watcher.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/output_parts.hpp"
+#include "io/path_names.hpp"
 
 namespace blockmm::io {
 namespace {
@@ -87,18 +88,6 @@ namespace {
 // by the next run's stale-file sweep).
 int arm_cleanup(const std::string& path) { return arm_temporary_cleanup(path); }
 void disarm_cleanup(int slot) { disarm_temporary_cleanup(slot); }
-
-std::string directory_of(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-std::string base_name(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 std::string errno_text(int error) { return std::strerror(error); }
 

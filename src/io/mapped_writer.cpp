@@ -22,15 +22,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-
-// Older C libraries' headers lack the newer advice values; the kernel answers EINVAL where it
-// does not know them, which the code below treats as "not here".
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
+#include "core/madvise_advice.hpp"
 
 namespace blockmm::io {
 namespace {
@@ -55,7 +47,6 @@ std::int64_t page_bytes() {
 
 std::int64_t round_down(std::int64_t value, std::int64_t unit) { return value / unit * unit; }
 std::int64_t round_up(std::int64_t value, std::int64_t unit) { return (value + unit - 1) / unit * unit; }
-
 
 // A file range [offset, offset + bytes) mapped MAP_SHARED at an address congruent to the offset
 // modulo 2 MiB, so that a huge folio of the file can be mapped by one page-table entry and

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <random>
 
+#include "io/path_names.hpp"
+
 namespace blockmm::io {
 namespace {
 
@@ -19,18 +21,6 @@ constexpr char kPartMarker[] = ".part-";
 constexpr char kRecordHead[] = "blockmm-parts generation=";
 constexpr char kTemporaryMarker[] = ".blockmm-tmp.";  // atomic_output.cpp's temporaries
 constexpr std::size_t kTemporaryTail = 1 + 10 + 1 + 6;  // "." host "." <pid, 10 digits at most> "." <6 random>
-
-std::string directory_of(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-std::string base_name(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 bool all_of(const std::string& text, std::size_t from, std::size_t count, const char* alphabet) {
   if (text.size() < from + count) return false;

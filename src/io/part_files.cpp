@@ -10,21 +10,10 @@
 #include "core/error.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/output_parts.hpp"
+#include "io/path_names.hpp"
 
 namespace blockmm::io {
 namespace {
-
-std::string directory_of(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-std::string base_name(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 // A part's line as its owner publishes it: "<index> <device> <inode> <indices> <data> <temporary>".
 struct Published {

@@ -16,16 +16,8 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/madvise_advice.hpp"
 #include "io/mapped_writer.hpp"
-
-// Older C libraries' headers lack the newer advice values; the kernel answers EINVAL where it
-// does not know them.
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
 
 namespace blockmm::io {
 namespace {

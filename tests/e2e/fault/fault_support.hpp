@@ -76,6 +76,10 @@ class Child {
   Child& operator=(const Child&) = delete;
 
   pid_t pid() const { return pid_; }
+  // Its stderr so far (readable while it runs).
+  std::string err() const { return slurp(capture_ / "err"); }
+  // Its exit code (-1 while it runs) and stderr so far, for a failure's message.
+  std::string describe() const { return "exit code " + std::to_string(result_.exit_code) + "\n--- stderr ---\n" + err(); }
 
   // Whether the child has exited (reaping it; the result is kept for wait()).
   bool exited() {

@@ -22,6 +22,8 @@
 #include <sstream>
 #include <thread>
 
+#include "e2e/fault/fault_support.hpp"
+#include "e2e/fault/processes.hpp"
 #include "support/harness.hpp"
 #include "support/random_blocks.hpp"
 #include "support/sanitizers.hpp"
@@ -29,69 +31,7 @@
 namespace blockmm::e2e {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 const char* kPrevious = "the previous output, which a failed run must leave alone\n";
-
-// A child in its own process group, stdout and stderr captured in files (readable while it runs).
-class Child {
- public:
-  Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {})
-      : capture_("blockmm-leftovers-capture") {
-    RunOptions options;
-    options.strip_launcher_env = false;
-    options.set_env = extra_env;
-    pid_ = spawn_process(argv, options, capture_ / "out", capture_ / "err");
-  }
-  ~Child() {
-    if (!reaped_) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  pid_t pid() const { return pid_; }
-  std::string err() const { return slurp(capture_ / "err"); }
-  bool exited() {
-    if (reaped_) return true;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
-    reaped_ = true;
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return true;
-  }
-  // The exit code, or -1 when it was still running after `timeout` seconds (then killed).
-  int wait(double timeout) {
-    const auto begin = Clock::now();
-    while (!exited()) {
-      if (since(begin) > timeout) {
-        ::kill(-pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        reaped_ = true;
-        return -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return exit_code_;
-  }
-  std::string describe() const { return "exit code " + std::to_string(exit_code_) + "\n--- stderr ---\n" + err(); }
-
- private:
-  ScratchDir capture_;
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  int exit_code_ = -1;
-};
 
 std::vector<std::string> temporaries(const std::string& dir) {
   std::vector<std::string> found;
@@ -123,37 +63,6 @@ bool gone_within(const std::string& path, double timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
-}
-
-std::string process_name(pid_t pid) {
-  std::string name = slurp("/proc/" + std::to_string(pid) + "/comm");
-  if (!name.empty() && name.back() == '\n') name.pop_back();
-  return name;
-}
-
-// Live processes whose environment holds `tag` (and `also`, when given), blockmm's watchers
-// ("blockmm-cleanup") among them only where `watchers`.
-std::vector<pid_t> tagged_processes(const std::string& tag, const std::string& also = "", bool watchers = true) {
-  std::vector<pid_t> pids;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return pids;
-  while (const dirent* e = ::readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0 || pid == ::getpid()) continue;
-    const std::string env = slurp("/proc/" + std::string(e->d_name) + "/environ");
-    bool has_tag = false, has_also = also.empty();
-    for (std::size_t at = 0; at < env.size();) {
-      const std::size_t end = env.find('\0', at);
-      const std::string var = env.substr(at, end == std::string::npos ? std::string::npos : end - at);
-      has_tag |= var == tag;
-      has_also |= var == also;
-      if (end == std::string::npos) break;
-      at = end + 1;
-    }
-    if (has_tag && has_also && (watchers || process_name(pid) != "blockmm-cleanup")) pids.push_back(pid);
-  }
-  ::closedir(proc);
-  return pids;
 }
 
 bool all_gone(const std::string& tag, double timeout) {
@@ -256,7 +165,9 @@ TEST(Leftovers, SigkillOfTheProcessAloneLeavesNoTemporary) {
   const std::string temp = wait_for_temporary(child, out, 12, 120);
   ASSERT_FALSE(temp.empty()) << "the run ended before its temporary output held the header\n" << child.describe();
   ASSERT_EQ(::kill(child.pid(), SIGKILL), 0);
-  EXPECT_EQ(child.wait(30), 128 + SIGKILL);
+  const Finished killed = child.wait(30);
+  EXPECT_FALSE(killed.timed_out);
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL);
   EXPECT_TRUE(gone_within(temp, 10)) << "temporary file " << temp << " left behind";
   EXPECT_TRUE(all_gone(tag, 10)) << "the watcher outlived its work";
   EXPECT_EQ(list_dir(out), std::vector<std::string>{"C.bin"});
@@ -324,7 +235,7 @@ TEST(LeftoversMpi, DoubleCtrlCOfMpirunLeavesNoTemporary) {
   ASSERT_EQ(::kill(job.pid(), SIGINT), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(::kill(job.pid(), SIGINT), 0);
-  EXPECT_NE(job.wait(60), -1) << "mpirun hung";
+  EXPECT_FALSE(job.wait(60).timed_out) << "mpirun hung";
   EXPECT_TRUE(all_gone(tag, 30)) << "ranks or their watchers outlived mpirun";
   EXPECT_TRUE(gone_within(temp, 10)) << "temporary file " << temp << " left behind\n" << job.describe();
   if (path_exists(out + "/C.bin")) {
@@ -359,7 +270,7 @@ TEST_P(LeftoversNodeMemory, FirstRankKilledHoldingTheSharedBLeavesNothing) {
   while (job.err().find("node-shared memory of") == std::string::npos && !job.exited() && since(begin) < 120)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_NE(job.err().find("allocated; pausing"), std::string::npos) << "the first rank never paused\n" << job.describe();
-  const std::vector<pid_t> first = tagged_processes(tag, "OMPI_COMM_WORLD_RANK=0", false);
+  const std::vector<pid_t> first = tagged_processes(tag, "OMPI_COMM_WORLD_RANK=0");
   ASSERT_EQ(first.size(), 1u) << "cannot find rank 0's process";
   bool holds_memfd = false;
   for (const std::string& fd : list_dir("/proc/" + std::to_string(first[0]) + "/fd")) {
@@ -370,7 +281,7 @@ TEST_P(LeftoversNodeMemory, FirstRankKilledHoldingTheSharedBLeavesNothing) {
   EXPECT_TRUE(holds_memfd) << "the node's shared memory is not anonymous memory of the first rank";
   EXPECT_EQ(blockmm_names_in_dev_shm(), before) << "the node's shared memory has a name in /dev/shm";
   ASSERT_EQ(::kill(first[0], sig), 0);
-  EXPECT_NE(job.wait(60), -1) << "the job hung after its first rank died";
+  EXPECT_FALSE(job.wait(60).timed_out) << "the job hung after its first rank died";
   EXPECT_TRUE(all_gone(tag, 30)) << "ranks or their watchers outlived mpirun";
   EXPECT_EQ(blockmm_names_in_dev_shm(), before) << "the node's shared memory was left in /dev/shm";
   EXPECT_TRUE(temporaries(out).empty() || gone_within(temporaries(out).front(), 10)) << "a temporary output was left";
