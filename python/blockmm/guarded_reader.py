@@ -86,6 +86,7 @@ def _child(work, fd, parent):
         pass
     if os.getppid() != parent:  # the parent died before the line above
         os._exit(0)
+    _silence_stderr()
     channel = _ChildChannel(fd)
     try:
         work(channel)
@@ -100,6 +101,18 @@ def _child(work, fd, parent):
         _try(channel.send, b"X", f"{type(error).__name__}: {error}".encode("utf-8", "surrogateescape"))
     finally:
         os._exit(0)
+
+
+def _silence_stderr():
+    """Everything the child has to say goes through the channel; what a crashing library or the C
+    library prints on its way down (glibc's "munmap_chunk(): invalid pointer" before an abort) would
+    be a second line beside the parent's one, so the child's stderr is /dev/null."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def _try(send, *args):
