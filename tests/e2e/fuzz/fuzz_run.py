@@ -92,6 +92,22 @@ def finding_report(log):
     return log[-6000:]
 
 
+def remove_openmp_registration(pid):
+    """LLVM's OpenMP runtime (the clang-built targets') registers itself in
+    /dev/shm/__KMP_REGISTERED_LIB_<pid>_<uid> and removes it only at a normal shutdown; a libFuzzer
+    run that ends on a finding, a timeout or its memory limit leaves it behind."""
+    prefix = f"__KMP_REGISTERED_LIB_{pid}_"
+    try:
+        names = [name for name in os.listdir("/dev/shm") if name.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.unlink(os.path.join("/dev/shm", name))
+        except OSError:
+            pass
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target")
@@ -140,7 +156,9 @@ def main():
             print("+ " + " ".join(command), flush=True)
         log_path = os.path.join(args.scratch, f"log-{attempt}.txt")
         with open(log_path, "wb") as log_file:
-            run = subprocess.run(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+            run = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+            run.wait()
+        remove_openmp_registration(run.pid)
         log = open(log_path, "rb").read().decode("utf-8", "replace")
         counts = re.findall(r"stat::number_of_executed_units:\s*(\d+)", log) or re.findall(r"^#(\d+)", log, re.M)
         done = int(counts[-1]) if counts else 0
