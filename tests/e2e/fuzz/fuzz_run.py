@@ -157,8 +157,14 @@ def main():
         log_path = os.path.join(args.scratch, f"log-{attempt}.txt")
         with open(log_path, "wb") as log_file:
             run = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
-            run.wait()
-        remove_openmp_registration(run.pid)
+            try:
+                run.wait()
+            except BaseException:  # as subprocess.run does: the target does not outlive the runner
+                run.kill()
+                run.wait()
+                raise
+            finally:
+                remove_openmp_registration(run.pid)
         log = open(log_path, "rb").read().decode("utf-8", "replace")
         counts = re.findall(r"stat::number_of_executed_units:\s*(\d+)", log) or re.findall(r"^#(\d+)", log, re.M)
         done = int(counts[-1]) if counts else 0
