@@ -36,12 +36,7 @@
 #include <thread>
 #include <vector>
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
+#include "core/madvise_advice.hpp"  // the advice values only: nothing of blockmm's code is linked
 
 namespace {
 

@@ -40,13 +40,14 @@ struct ResourceError : Error {
 };
 
 // A message fit for one line on a terminal: control characters (from file names, say: a newline,
-// an escape sequence) written as \xHH. Other bytes, UTF-8 included, pass unchanged.
-inline std::string escape_control_characters(const std::string& text) {
+// an escape sequence) written as \xHH. Other bytes, UTF-8 included, pass unchanged, unless
+// `ascii_only` (bytes cut from a file at any offset, where a UTF-8 sequence may be split).
+inline std::string escape_control_characters(const std::string& text, bool ascii_only = false) {
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte != 0x7f) {
+    if (byte >= 0x20 && byte != 0x7f && !(ascii_only && byte >= 0x80)) {
       out += c;
       continue;
     }

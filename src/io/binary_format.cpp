@@ -41,19 +41,9 @@ bool text_bytes(const unsigned char* bytes, std::size_t count) {
 // "not a blockmm input" for a file that begins with text. Never a valid file: the 4 bytes of
 // its header's m would all be >= 0x09, so m >= 0x09090909 or m < 0, both refused anyway.
 [[noreturn]] void not_an_input(const std::string& path, const unsigned char* head, std::size_t count) {
-  std::string start;
   // Printable ASCII as is, any other byte as \xNN: the message stays one clean line.
-  static const char digits[] = "0123456789abcdef";
-  for (std::size_t i = 0; i < count; ++i) {
-    const unsigned char c = head[i];
-    if (c >= 0x20 && c < 0x7f) {
-      start += static_cast<char>(c);
-    } else {
-      start += "\\x";
-      start += digits[c >> 4];
-      start += digits[c & 0xf];
-    }
-  }
+  const std::string start =
+      escape_control_characters(std::string(reinterpret_cast<const char*>(head), count), /*ascii_only=*/true);
   throw InputError(path + ": not a blockmm input (COL380 binary or HDF5): it begins with text \"" + start + "\"");
 }
 

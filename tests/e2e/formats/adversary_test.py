@@ -28,7 +28,6 @@ import stat
 import subprocess
 import sys
 import unittest
-import zipfile
 
 import numpy as np
 import scipy.io
@@ -36,16 +35,9 @@ import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tool_support import (BUILD, Work, binary_bytes, dense_of_binary, dense_product, peak_memory,  # noqa: E402
-                          random_dense, read_bytes, tool, wait_for_entry, write_bytes)
+                          random_dense, read_bytes, tool, wait_for_entry, write_bytes, write_npz_arrays)
 
 MARKER = b".blockmm-tmp."
-
-
-def write_stored_npz(path, arrays):
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
-        for key, value in arrays.items():
-            with z.open(key + ".npy", "w") as out:
-                np.lib.format.write_array(out, np.asarray(value), allow_pickle=False)
 
 
 def small_inputs(work, n=16, m=4, seed=5):
@@ -98,7 +90,7 @@ class AdversaryReaders(Work):
                     indptr = np.r_[0, np.cumsum(np.bincount(major, minlength=n))]
                     arrays = {"format": np.array(fmt.encode()), "shape": np.array([n, n]), "indptr": indptr,
                               "indices": minor[order], "data": coo.data[order]}
-                write_stored_npz(self.path("b.npz"), arrays)
+                write_npz_arrays(self.path("b.npz"), arrays)
                 expected = sp.load_npz(self.path("b.npz")).toarray().astype(np.int64)
                 self.assertLessEqual(expected.max(), 1)
                 tool("blockmm-import", "-m", 2, self.path("b.npz"), self.path("b.bin"), check=0)
@@ -107,7 +99,7 @@ class AdversaryReaders(Work):
     def test_dia_with_a_repeated_diagonal_is_refused_as_scipy_refuses_it(self):
         arrays = {"format": np.array(b"dia"), "shape": np.array([3, 3]), "offsets": np.array([1, 0, 1]),
                   "data": np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]])}
-        write_stored_npz(self.path("d.npz"), arrays)
+        write_npz_arrays(self.path("d.npz"), arrays)
         with self.assertRaises(ValueError):
             sp.load_npz(self.path("d.npz"))
         run = tool("blockmm-import", "-m", 1, self.path("d.npz"), self.path("d.bin"), in_process=False)

@@ -12,25 +12,16 @@ import os
 import subprocess
 import sys
 import unittest
-import zipfile
 
 import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tool_support import (Work, binary_bytes, blockmm, dense_of_binary, peak_memory,  # noqa: E402
-                          random_dense, read_bytes, tool, write_bytes)
+                          random_dense, read_bytes, tool, write_bytes, write_npz_arrays)
 
 SOURCE = os.environ.get("BLOCKMM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 HEADER = "%%MatrixMarket matrix coordinate integer general"
-
-
-def write_npz_arrays(path, arrays, compress=False):
-    """An .npz written entry by entry with numpy's own .npy writer: any arrays, true or not."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as z:
-        for key, value in arrays.items():
-            with z.open(key + ".npy", "w") as out:
-                np.lib.format.write_array(out, np.asarray(value), allow_pickle=False)
 
 
 def write_bsr_h5(path, n, m, rows, cols, blocks, userblock=0, data=None):
