@@ -98,6 +98,7 @@ kernels::CudaChoices cuda_choices(const settings::CudaOverrides& overrides) {
   if (overrides.tensor_core_blocks == settings::Switch::on) choices.tensor_core_blocks = true;
   if (overrides.build == settings::CudaOverrides::Build::host) choices.build = kernels::CudaChoices::Build::host;
   if (overrides.build == settings::CudaOverrides::Build::device) choices.build = kernels::CudaChoices::Build::device;
+  choices.probe_memory = overrides.probe_memory;
   return choices;
 }
 
