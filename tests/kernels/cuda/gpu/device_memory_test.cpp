@@ -85,24 +85,17 @@ TEST_F(CudaBackend, TheLedgerStaysWithinTheBudget) {
 // shares it instead of copying it.
 TEST_F(CudaBackend, ALeftOperandInHostMemoryMultipliesAsTheReference) {
   std::mt19937_64 rng(40);
-  kernels::CudaStart start(true);
-  const int other = start.device_count() > 1 ? 1 : 0;
-  start.start_devices({0, other}, 1 << 20, 2);
+  TwoGpus gpus;
   for (int c = 0; c < 24; ++c) {
-    g_cuda = {};
-    if (c % 3 == 1) g_cuda.dense = CudaChoices::Dense::always;
-    if (c % 3 == 2) g_cuda.dense = CudaChoices::Dense::never;
+    choose_path_of_case(c);
     RandomSpec spec = random_spec(rng, 40);
     if (c % 4 == 0) spec.m = 8;  // the tensor-core kernel
     spec.n = spec.m * std::max<std::int32_t>(1, spec.n / std::max<std::int32_t>(1, spec.m));
     const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
     const std::int32_t p = a.shape.block_rows();
     const std::string what = "case " + std::to_string(c) + " n=" + std::to_string(spec.n) + " m=" + std::to_string(spec.m);
-    kernels::CudaConfig config;
-    config.choices = g_cuda;
-    auto first = start.make_backend(config);
-    config.device = other;
-    auto second = start.make_backend(config);
+    auto first = gpus.backend();
+    auto second = gpus.backend(true);
     MemoryRecordSource a_source(a), b_source(b);
     OperandSpec a_spec{0, p, OperandRole::left, dup};
     a_spec.in_host_memory = true;
@@ -111,9 +104,9 @@ TEST_F(CudaBackend, ALeftOperandInHostMemoryMultipliesAsTheReference) {
     const auto am = first->build(a_source, a_spec);
     EXPECT_EQ(device_ledger(0).arrays(), arrays) << what << ": A took device memory";
     const auto bm = first->build(b_source, {0, p, OperandRole::right, dup});
-    const std::int64_t other_arrays = device_ledger(other).arrays();
+    const std::int64_t other_arrays = device_ledger(gpus.other()).arrays();
     const auto a_shared = second->copy_operand(*am);
-    EXPECT_EQ(device_ledger(other).arrays(), other_arrays) << what << ": A copied, not shared";
+    EXPECT_EQ(device_ledger(gpus.other()).arrays(), other_arrays) << what << ": A copied, not shared";
     const auto b_copy = second->copy_operand(*bm);
     const ProductRun expected = multiply(a, b, BackendKind::reference);
     for (const auto& [backend, left, right] : {std::make_tuple(first.get(), am.get(), bm.get()),
