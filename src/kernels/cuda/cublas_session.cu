@@ -59,7 +59,7 @@ void load_cublas() {
 void CublasSession::prepare_if_dense(int device, std::int64_t n, std::int32_t m, std::int32_t rows,
                                      std::int64_t block_products, std::int64_t room) {
   if (preload_.valid() || ready_ || !dense_library_needed(n, m, rows, block_products, choices_)) return;
-  if (room < 16 * kCublasWorkspaceMin) return;  // no room for the dense path's tiles beside it either
+  if (room < kEarlyCublasRoom) return;
   try {
     std::size_t free_bytes = 0, total_bytes = 0;
     BLOCKMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));

@@ -102,8 +102,9 @@ class CublasSession {
   // the build or the symbolic phase, not inside the numeric phase; where the driver started the
   // load beside the context (preload_dense_library), that thread waits for that load. Its
   // workspace and the warm-up's operands (at most a sixteenth of `room`, the bytes the backend
-  // may still allocate) are allocated here, on the current device. Once a session; never throws
-  // (the numeric phase makes its own handle where this could not).
+  // may still allocate) are allocated here, on the current device. Once a session, and only with
+  // kEarlyCublasRoom of room; never throws (the numeric phase makes its own handle where this
+  // could not).
   void prepare_if_dense(int device, std::int64_t n, std::int32_t m, std::int32_t rows, std::int64_t block_products,
                         std::int64_t room);
   // Waits for a preparation in flight and frees the warm-up's operands: before a numeric phase

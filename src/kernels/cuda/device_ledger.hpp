@@ -58,6 +58,11 @@ std::int64_t device_build_peak_bytes(std::int64_t records, std::int32_t m, std::
 // not, and at least 1 MiB (cuBLAS picks the GEMM kernels that fit it).
 constexpr std::int64_t kCublasWorkspaceMax = 32 * kMiB;
 constexpr std::int64_t kCublasWorkspaceMin = kMiB;
+// cuBLAS is made ready before the numeric phase (its handle, workspace and warm-up product) only
+// where the backend's room is at least this; under a smaller budget its handle is made where the
+// dense path's plan fits, so that a run the dense path cannot take never holds what the handle
+// itself allocates (outside the ledger, in the reserve).
+constexpr std::int64_t kEarlyCublasRoom = std::int64_t{1} << 30;
 std::int64_t cublas_workspace_bytes(std::int64_t room);
 
 class DeviceLedger {
