@@ -1,6 +1,5 @@
 #include "io/atomic_output.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,7 +13,6 @@
 #include <cstring>
 #include <cstdlib>
 #include <algorithm>
-#include <cctype>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -27,6 +25,7 @@
 #include "io/mapped_writer.hpp"
 #include "io/output_parts.hpp"
 #include "io/path_names.hpp"
+#include "io/stale_temporaries.hpp"
 
 namespace blockmm::io {
 namespace {
@@ -157,49 +156,6 @@ std::string name_prefix(const std::string& base, const std::string& host) {
 
 bool same_file(const struct stat& a, std::uint64_t device, std::uint64_t inode) {
   return static_cast<std::uint64_t>(a.st_dev) == device && static_cast<std::uint64_t>(a.st_ino) == inode;
-}
-
-// The process id in `name` where it names a temporary output made on this host ("." + <name> +
-// ".blockmm-tmp." + host + "." + <pid> + "." + <6 random characters>), else -1.
-long temporary_owner(const std::string& name, const std::string& host) {
-  const std::string marker = kMarker + host + ".";
-  if (name.size() < 2 + marker.size() + 2 + kRandomChars || name[0] != '.') return -1;
-  const std::size_t random_at = name.size() - kRandomChars;
-  if (name[random_at - 1] != '.') return -1;
-  for (std::size_t c = random_at; c < name.size(); ++c)
-    if (std::isalnum(static_cast<unsigned char>(name[c])) == 0) return -1;
-  const std::size_t pid_end = random_at - 1;
-  std::size_t pid_begin = pid_end;
-  while (pid_begin > 0 && pid_end - pid_begin < kPidDigits && name[pid_begin - 1] >= '0' && name[pid_begin - 1] <= '9')
-    --pid_begin;
-  if (pid_begin == pid_end || pid_begin < marker.size() + 2) return -1;  // "." and a character of the name first
-  if (name.compare(pid_begin - marker.size(), marker.size(), marker) != 0) return -1;
-  return std::strtol(name.substr(pid_begin, pid_end - pid_begin).c_str(), nullptr, 10);
-}
-
-// Removes the temporary outputs in `dir` left on this host by runs whose process no longer
-// exists (killed with SIGKILL, or a node that rebooted), whatever output they were writing, and
-// says so on stderr: any run that writes into a folder clears it of such leftovers, not only a
-// later run on the same output. Files of live processes, of other hosts, not regular or not
-// ours are left alone.
-void remove_stale_temporaries(const std::string& dir, const std::string& host) {
-  DIR* listing = ::opendir(dir.c_str());
-  if (listing == nullptr) return;  // the creation below reports an unusable directory
-  const int dir_fd = ::dirfd(listing);
-  while (const dirent* entry = ::readdir(listing)) {
-    const std::string name = entry->d_name;
-    const long pid = temporary_owner(name, host);
-    if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to know
-    struct stat st {};
-    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_uid != ::geteuid())
-      continue;
-    if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
-      std::fprintf(stderr, "%s: note: removed %s, the temporary output of a run (process %ld) that no longer exists\n",
-                   program_invocation_short_name, escape_control_characters(dir + "/" + name).c_str(), pid);
-  }
-  ::closedir(listing);
 }
 
 std::string random_suffix() {
@@ -343,6 +299,8 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
           throw OutputError(target + ": cannot create a temporary file in " + dir + ": " + errno_text(errno));
       }
       cleanup_slot_ = arm_cleanup(temporary_);  // at once: a signal during the collectives below must not leave it
+      // What keeps other runs' sweeps off it (stale_temporaries.hpp): held with fd_, until the rename.
+      hold_liveness_lock(fd_);
       struct stat made {};
       if (::fstat(fd_, &made) != 0)
         throw OutputError(target + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));
