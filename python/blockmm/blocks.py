@@ -191,7 +191,9 @@ def to_bsr_matrix(source, piece_bytes=None):
 
 def blocks_from_bsr(bsr, values):
     """A square bsr_matrix of square blocks -> canonical Blocks (sorted, repeats summed, all-zero
-    blocks left out) of `values` ("u16" or "u32"); ValueError when values do not fit."""
+    blocks left out) of `values` ("u16" or "u32"); ValueError when values do not fit. As
+    blockmm-import takes entries: each stored value an integer in [0, max], repeated blocks
+    summed exactly (int64, never in the matrix's own dtype, which wraps), a sum past max refused."""
     import scipy.sparse as sp
 
     if not sp.isspmatrix_bsr(bsr):
@@ -205,16 +207,27 @@ def blocks_from_bsr(bsr, values):
         raise ValueError(f"n = {n} does not fit the formats' int32")
     if m > MAX_SUPPORTED_BLOCK_ORDER:
         raise ValueError(f"m = {m} exceeds the largest block order blockmm supports, {MAX_SUPPORTED_BLOCK_ORDER}")
-    bsr = bsr.copy()
-    bsr.sum_duplicates()  # also sorts the indices
     dtype = WIDTHS[values]
-    data = bsr.data
-    high = np.iinfo(dtype).max
-    if data.size and (data.min() < 0 or data.max() > high or np.any(data != np.floor(data))):
-        raise ValueError(f"values must be integers in [0, {high}] for {values}")
-    rows = np.repeat(np.arange(n // m, dtype=np.int64), np.diff(bsr.indptr))
-    keep = data.reshape(len(rows), m * m).any(axis=1)
-    return Blocks(n, m, rows[keep], bsr.indices[keep].astype(np.int64), data[keep].astype(dtype))
+    high = int(np.iinfo(dtype).max)
+    data = np.asarray(bsr.data)
+    if data.dtype.kind not in "biuf":
+        raise ValueError(f"values must be integers in [0, {high}] for {values}; these are {data.dtype}")
+    with np.errstate(invalid="ignore"):
+        bad = ~((data >= 0) & (data <= high) & (data == np.floor(data)))
+    if bad.any():
+        raise ValueError(f"values must be integers in [0, {high}] for {values}; {data[bad][0]} is not")
+    # Each value < 2^32 and at most 2^31 blocks: int64 sums are exact.
+    wide = sp.bsr_matrix((data.astype(np.int64), bsr.indices.copy(), bsr.indptr.copy()), shape=bsr.shape,
+                         blocksize=bsr.blocksize)
+    wide.sum_duplicates()  # also sorts the indices
+    summed = wide.data
+    rows = np.repeat(np.arange(n // m, dtype=np.int64), np.diff(wide.indptr))
+    if summed.size and summed.max() > high:
+        block, r, c = np.unravel_index(int(np.argmax(summed)), summed.shape)
+        raise ValueError(f"repeated blocks at block-row {rows[block]}, block-column {wide.indices[block]} sum to "
+                         f"{int(summed[block, r, c])} at ({r}, {c}) of the block, more than {high} ({values})")
+    keep = summed.reshape(len(rows), m * m).any(axis=1)
+    return Blocks(n, m, rows[keep], wide.indices[keep].astype(np.int64), summed[keep].astype(dtype))
 
 
 class IndptrStream:
