@@ -18,6 +18,7 @@
 #include "driver/options.hpp"
 #include "driver/run.hpp"
 #include "io/atomic_output.hpp"
+#include "io/same_file.hpp"
 #include "io/file_access.hpp"
 #include "io/library_guard.hpp"
 #include "kernels/cuda_start.hpp"
@@ -100,6 +101,16 @@ std::vector<blockmm::driver::Options> batch_products(int argc, char** argv, cons
                               outputs[second] + " is also the " + owners[first].second + " of " +
                               products[owners[first].first].batch_origin +
                               " (the same file); each product of a batch writes its own files");
+  // Nor does one write over the batch it is read from (a product's own inputs: run.cpp).
+  if (!run.batch_file.empty()) {
+    const std::vector<std::string> batch{run.batch_file == "-" ? "/dev/stdin" : run.batch_file};
+    for (std::size_t o = 0; o < outputs.size(); ++o)
+      if (blockmm::io::input_written_by(outputs[o], batch).input == 0)
+        throw blockmm::UsageError(products[owners[o].first].batch_origin + ": the " + owners[o].second + " " +
+                                  outputs[o] + " is the batch file " +
+                                  (run.batch_file == "-" ? "(standard input)" : run.batch_file) +
+                                  " (the same file); blockmm never writes over its inputs");
+  }
   return products;
 }
 

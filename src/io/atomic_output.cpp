@@ -15,10 +15,8 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <random>
-#include <tuple>
 
 #include "core/error.hpp"
 #include "io/cleanup_watcher.hpp"
@@ -174,70 +172,12 @@ bool is_read_only(const std::string& target) {
   return (st.st_mode & 0222) == 0 || ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0;
 }
 
-// Identity of a path for same-file checks: the file it names (links followed) when it exists,
-// else its directory's identity and last name.
-struct PathKey {
-  bool exists = false;
-  std::uint64_t device = 0;
-  std::uint64_t inode = 0;
-  std::string name;
-  bool operator==(const PathKey& o) const {
-    return exists == o.exists && device == o.device && inode == o.inode && name == o.name;
-  }
-};
-
-PathKey key_of(const std::string& path) {
-  PathKey key;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    key.exists = true;
-  } else if (::stat(directory_of(path).c_str(), &st) == 0) {
-    key.name = base_name(path);
-  } else {
-    key.name = path;  // unreachable directory: compare the spelling; the run reports it
-    return key;
-  }
-  key.device = static_cast<std::uint64_t>(st.st_dev);
-  key.inode = static_cast<std::uint64_t>(st.st_ino);
-  return key;
-}
-
 }  // namespace
 
 std::string temporary_host_tag() { return host_tag(); }
 
 std::string temporary_prefix(const std::string& target, const std::string& host, long pid) {
   return directory_of(target) + "/" + name_prefix(base_name(target), host) + std::to_string(pid) + ".";
-}
-
-void check_not_an_input(const std::string& output, const std::string& what, const std::vector<std::string>& inputs) {
-  const PathKey out = key_of(output);
-  if (!out.exists) return;
-  for (const std::string& input : inputs) {
-    const PathKey in = key_of(input);
-    if (in.exists && in == out)
-      throw UsageError(output + ": the " + what + " is the input " + input +
-                       " (the same file); blockmm never writes over its inputs");
-  }
-}
-
-void check_distinct_outputs(const std::string& first, const std::string& second, const std::string& second_what) {
-  struct stat st {};
-  const bool device = ::stat(first.c_str(), &st) == 0 && S_ISCHR(st.st_mode);  // /dev/null twice: written in place
-  if (!device && key_of(first) == key_of(second))
-    throw UsageError(second + ": the " + second_what + " is the output " + first + " (the same file)");
-}
-
-std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std::string>& paths) {
-  std::map<std::tuple<bool, std::uint64_t, std::uint64_t, std::string>, std::size_t> seen;
-  for (std::size_t p = 0; p < paths.size(); ++p) {
-    struct stat st {};
-    if (::stat(paths[p].c_str(), &st) == 0 && S_ISCHR(st.st_mode)) continue;  // /dev/null: written in place
-    const PathKey key = key_of(paths[p]);
-    const auto [at, fresh] = seen.emplace(std::make_tuple(key.exists, key.device, key.inode, key.name), p);
-    if (!fresh) return {at->second, p};
-  }
-  return {paths.size(), paths.size()};
 }
 
 void remove_temporary_from_signal_handler() noexcept { remove_registered(); }

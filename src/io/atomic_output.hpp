@@ -16,8 +16,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "comm/communicator.hpp"
 #include "io/file_access.hpp"
@@ -43,17 +41,6 @@ void disarm_temporary_cleanup(int slot);
 std::string temporary_prefix(const std::string& target, const std::string& host, long pid);
 // This host's name as it appears in temporary names ([A-Za-z0-9_-], at most 32 characters).
 std::string temporary_host_tag();
-
-// UsageError (exit 2) when `output` is the same file as one of `inputs` (same device and inode,
-// through any path), or names the same directory entry. `what` names the output in the message
-// ("output", "--stats-file").
-void check_not_an_input(const std::string& output, const std::string& what, const std::vector<std::string>& inputs);
-// UsageError when two outputs would be the same file or the same directory entry.
-void check_distinct_outputs(const std::string& first, const std::string& second, const std::string& second_what);
-// The first two of `paths` (in order) that name the same file or the same directory entry, as
-// check_distinct_outputs tells them; (size, size) when there are none. Character devices
-// (/dev/null, written in place) may repeat.
-std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std::string>& paths);
 
 class AtomicOutput {
  public:

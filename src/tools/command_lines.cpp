@@ -23,6 +23,7 @@
 #include "io/file_access.hpp"
 #include "io/library_guard.hpp"
 #include "io/product_writer.hpp"
+#include "io/same_file.hpp"
 #include "tools/compare.hpp"
 #include "tools/convert.hpp"
 #include "tools/file_summary.hpp"
@@ -265,6 +266,7 @@ int convert_command(int argc, char** argv) {
              "5 out of memory.");
 
   return run_tool("blockmm-convert", app, argc, argv, [&] {
+    io::check_not_an_input(out_path, "output", {in_path});
     const io::OutputFormat format = io::choose_output_format(out_path, to);
     const std::string warning = io::output_name_warning(out_path, format);
     if (!warning.empty())

@@ -426,6 +426,22 @@ class Faults(Work):
         self.assertIn("the output is the input", run.stderr)
         self.assertEqual(read_bytes(self.path("M")), before)
 
+    def test_a_part_of_a_parted_input_is_no_output(self):
+        """Issue 52, item 3: an output that is a part file of a parted HDF5 input (the name tab
+        completion offers, or a link to it) is a usage error, as for the C++ tools (exit 2, one line,
+        the part as it was); it used to fail later as an unreadable input (exit 3)."""
+        tool("blockmm-gen", self.path("A.bin"), "--n", 64, "--m", 4, "--density", 0.3, "-q", check=0)
+        tool("blockmm", "-q", "--parts", 2, self.path("A.bin"), self.path("A.bin"), self.path("P.h5"), check=0)
+        parts = sorted(name for name in os.listdir(self.dir) if name.startswith("P.h5.part-"))
+        self.assertEqual(len(parts), 2)
+        os.symlink(parts[1], self.path("part.link"))
+        before = {name: read_bytes(self.path(name)) for name in parts}
+        for output in (self.path(parts[0]), self.path("part.link")):
+            with self.subTest(output=output):
+                run = tool("blockmm-export", "--to", "npz", self.path("P.h5"), output)
+                self.assert_one_error(run, 2, f"{output}: the output is the part file", "never writes over its inputs")
+        self.assertEqual({name: read_bytes(self.path(name)) for name in parts}, before)
+
 
 if __name__ == "__main__":
     unittest.main()
