@@ -23,6 +23,7 @@
 #include "io/mapped_writer.hpp"
 #include "io/output_parts.hpp"
 #include "io/path_names.hpp"
+#include "io/same_file.hpp"
 #include "io/stale_temporaries.hpp"
 
 namespace blockmm::io {
@@ -98,21 +99,9 @@ std::string unusable_output(const std::string& target) {
   if (::stat(target.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
     return "is a pipe or socket; blockmm writes its output into a file it renames into place (a character device "
            "such as /dev/null is written in place)";
-  std::string hop = target;
-  for (int hops = 0; hops < 40 && ::lstat(hop.c_str(), &st) == 0 && S_ISLNK(st.st_mode); ++hops) {
-    std::string link(PATH_MAX, '\0');
-    const ssize_t length = ::readlink(hop.c_str(), link.data(), link.size());
-    if (length <= 0) break;
-    link.resize(static_cast<std::size_t>(length));
-    const std::string next = link.front() == '/' ? link : directory_of(hop) + "/" + link;
-    char* resolved = ::realpath(directory_of(next).c_str(), nullptr);
-    const bool in_proc = resolved != nullptr && std::strncmp(resolved, "/proc/", 6) == 0;
-    std::free(resolved);
-    if (in_proc)
-      return "is a link to an open descriptor (" + link + "), as /dev/stdout is; blockmm renames a finished file into "
-             "place and cannot write into a descriptor: name the file itself";
-    hop = next;
-  }
+  if (const std::string link = descriptor_link(target); !link.empty())
+    return "is a link to an open descriptor (" + link + "), as /dev/stdout is; blockmm renames a finished file into "
+           "place and cannot write into a descriptor: name the file itself";
   return "";
 }
 

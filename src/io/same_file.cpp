@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -107,6 +110,24 @@ std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std:
     if (!fresh) return {at->second, p};
   }
   return {paths.size(), paths.size()};
+}
+
+std::string descriptor_link(const std::string& path) {
+  std::string hop = path;
+  struct stat st {};
+  for (int hops = 0; hops < 40 && ::lstat(hop.c_str(), &st) == 0 && S_ISLNK(st.st_mode); ++hops) {
+    std::string link(PATH_MAX, '\0');
+    const ssize_t length = ::readlink(hop.c_str(), link.data(), link.size());
+    if (length <= 0) break;
+    link.resize(static_cast<std::size_t>(length));
+    const std::string next = link.front() == '/' ? link : directory_of(hop) + "/" + link;
+    char* resolved = ::realpath(directory_of(next).c_str(), nullptr);
+    const bool in_proc = resolved != nullptr && std::strncmp(resolved, "/proc/", 6) == 0;
+    std::free(resolved);
+    if (in_proc) return link;
+    hop = next;
+  }
+  return "";
 }
 
 }  // namespace blockmm::io

@@ -34,4 +34,9 @@ void check_distinct_outputs(const std::string& first, const std::string& second,
 // (/dev/null, written in place) may repeat.
 std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std::string>& paths);
 
+// The link `path` leads through into /proc (as /dev/stdin leads to /proc/self/fd/0: a name for
+// an open descriptor, which is another file in each process), as its text; "" where it leads
+// through none.
+std::string descriptor_link(const std::string& path);
+
 }  // namespace blockmm::io
