@@ -7,7 +7,7 @@ matrix of n = 2^31 - 1 with one block costs what one block costs.
 """
 import numpy as np
 
-from .errors import FormatError, UsageError
+from .errors import FormatError, UsageError, quoted
 
 MAX_ORDER = 2**31 - 1
 MAX_SUPPORTED_BLOCK_ORDER = 46340  # block indices r*m + c fit int32; src/core/record_layout.hpp
@@ -52,9 +52,9 @@ class Blocks:
 def check_block_size(m, what="--block-size"):
     """The block orders the tools take: 1 to 46340, as blockmm (a usage error otherwise)."""
     if m <= 0:
-        raise UsageError(f"{what} {m} must be positive")
+        raise UsageError(f"{what} {quoted(m)} must be positive")
     if m > MAX_SUPPORTED_BLOCK_ORDER:
-        raise UsageError(f"{what} {m} exceeds the largest block order blockmm supports, {MAX_SUPPORTED_BLOCK_ORDER} "
+        raise UsageError(f"{what} {quoted(m)} exceeds the largest block order blockmm supports, {MAX_SUPPORTED_BLOCK_ORDER} "
                          f"(block indices r*m + c must fit int32; a block of m*m uint16 values stays below 4 GiB)")
 
 

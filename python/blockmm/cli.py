@@ -10,7 +10,7 @@ import stat
 
 from ._version import __version__
 from .errors import (BAD_INPUT, OTHER, OUT_OF_MEMORY, OUTPUT_FAILURE, USAGE, FormatError, OutputError,
-                     UsageError, say)
+                     UsageError, quoted, say)
 from .tool_parser import ToolParser
 
 EXIT_CODES = "Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output failure, 5 out of memory."
@@ -304,7 +304,7 @@ def spy_main(argv=None):
         # matplotlib's own defaults, whatever folder it runs in.
         matplotlib.rcdefaults()
         if not 0 < args.cells <= 4096:
-            raise UsageError(f"--cells {args.cells} must lie in [1, 4096]")
+            raise UsageError(f"--cells {quoted(args.cells)} must lie in [1, 4096]")
         if not args.output.lower().endswith(".png"):
             raise UsageError(f"{args.output}: blockmm-spy writes PNG files; name it .png")
         infile = _open_input(args.input)

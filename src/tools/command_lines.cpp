@@ -68,7 +68,9 @@ int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::
       return code;
     }
     // One line, as every error: the pointer to --help rides on it.
-    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", tool, escape_control_characters(e.what()).c_str(), tool);
+    // CLI11's message quotes the value given: cut as every quoted value is.
+    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", tool, quoted_value(e.what(), 2 * kQuotedValueBytes).c_str(),
+                 tool);
     return static_cast<int>(ExitCode::usage);
   }
   try {
