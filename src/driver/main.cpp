@@ -20,9 +20,9 @@
 #include "driver/options.hpp"
 #include "driver/run.hpp"
 #include "io/atomic_output.hpp"
-#include "io/same_file.hpp"
 #include "io/file_access.hpp"
 #include "io/library_guard.hpp"
+#include "io/same_file.hpp"
 #include "kernels/cuda_start.hpp"
 #include "settings/settings.hpp"
 

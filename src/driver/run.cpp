@@ -18,11 +18,11 @@
 #include "driver/backend_choice.hpp"
 #include "driver/cores.hpp"
 #include "io/atomic_output.hpp"
-#include "io/same_file.hpp"
 #include "io/file_access.hpp"
 #include "io/input_file.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/product_writer.hpp"
+#include "io/same_file.hpp"
 #include "multiply/multiply.hpp"
 
 namespace blockmm::driver {

@@ -1,7 +1,6 @@
 // Outputs against the files a run reads, and against each other (same_file.hpp).
 #include "io/same_file.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <tuple>
 
 #include "core/error.hpp"
@@ -48,26 +46,6 @@ PathKey key_of(const std::string& path) {
   return key;
 }
 
-// The part files a parted HDF5 input's reader opens (its user block's record, links followed, as
-// the reader follows them; the parts beside the name given, as hdf5_parts.hpp looks for them).
-// Nothing for any other file; a FIFO is never opened for reading.
-std::vector<std::string> parts_read_with(const std::string& input) {
-  struct stat st {};
-  if (::stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
-  const int fd = ::open(input.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return {};
-  std::string bytes(static_cast<std::size_t>(kPartsUserBlockBytes), '\0');
-  const ssize_t got = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? ::pread(fd, bytes.data(), bytes.size(), 0) : -1;
-  ::close(fd);
-  if (got <= 0) return {};
-  bytes.resize(static_cast<std::size_t>(got));
-  const std::optional<PartsRecord> record = parse_parts_user_block(bytes);
-  if (!record) return {};
-  std::vector<std::string> parts;
-  for (int k = 0; k < record->parts; ++k) parts.push_back(part_name(base_name(input), record->generation, k));
-  return parts;
-}
-
 }  // namespace
 
 InputMatch input_written_by(const std::string& output, const std::vector<std::string>& inputs) {
@@ -77,7 +55,8 @@ InputMatch input_written_by(const std::string& output, const std::vector<std::st
   if (!out.exists) return {inputs.size(), ""};
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (key_of(inputs[i]) == out) return {i, ""};
-    for (const std::string& part : parts_read_with(inputs[i]))
+    // A parted input's reader opens the parts its user block names, beside the name given.
+    for (const std::string& part : parts_of_existing_output(inputs[i], true))
       if (key_of(directory_of(inputs[i]) + "/" + part) == out) return {i, part};
   }
   return {inputs.size(), ""};
