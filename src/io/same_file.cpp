@@ -55,7 +55,9 @@ InputMatch input_written_by(const std::string& output, const std::vector<std::st
   if (!out.exists) return {inputs.size(), ""};
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (key_of(inputs[i]) == out) return {i, ""};
-    // A parted input's reader opens the parts its user block names, beside the name given.
+    // A parted input's reader opens the parts its user block names, beside the name given (only
+    // a regular file is opened to read that: never a device or a FIFO).
+    if (::stat(inputs[i].c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     for (const std::string& part : parts_of_existing_output(inputs[i], true))
       if (key_of(directory_of(inputs[i]) + "/" + part) == out) return {i, part};
   }
