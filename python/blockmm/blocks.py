@@ -54,8 +54,9 @@ def check_block_size(m, what="--block-size"):
     if m <= 0:
         raise UsageError(f"{what} {quoted(m)} must be positive")
     if m > MAX_SUPPORTED_BLOCK_ORDER:
-        raise UsageError(f"{what} {quoted(m)} exceeds the largest block order blockmm supports, {MAX_SUPPORTED_BLOCK_ORDER} "
-                         f"(block indices r*m + c must fit int32; a block of m*m uint16 values stays below 4 GiB)")
+        raise UsageError(f"{what} {quoted(m)} exceeds the largest block order blockmm supports, "
+                         f"{MAX_SUPPORTED_BLOCK_ORDER} (block indices r*m + c must fit int32; a block of m*m uint16 "
+                         f"values stays below 4 GiB)")
 
 
 def blocks_from_entries(path, shape, rows, cols, data, m, pad, values, warn=None):

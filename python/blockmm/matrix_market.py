@@ -43,14 +43,14 @@ def _header(path, handle):
                           f"FIELD SYMMETRY')")
     layout, field, symmetry = (w.lower() for w in words[2:])
     if layout != "coordinate":
-        raise FormatError(f"{path}: a Matrix Market '{_short(printable_ascii(layout))}' (dense) file; blockmm-import reads the "
-                          f"sparse 'coordinate' layout")
+        raise FormatError(f"{path}: a Matrix Market '{_short(printable_ascii(layout))}' (dense) file; blockmm-import "
+                          f"reads the sparse 'coordinate' layout")
     if field not in FIELDS:
-        raise FormatError(f"{path}: field '{_short(printable_ascii(field))}'; blockmm-import reads integer, real (with integral "
-                          f"values) or pattern")
+        raise FormatError(f"{path}: field '{_short(printable_ascii(field))}'; blockmm-import reads integer, real (with "
+                          f"integral values) or pattern")
     if symmetry not in SYMMETRIES:
-        raise FormatError(f"{path}: symmetry '{_short(printable_ascii(symmetry))}'; blockmm-import reads general or symmetric "
-                          f"(values must be non-negative)")
+        raise FormatError(f"{path}: symmetry '{_short(printable_ascii(symmetry))}'; blockmm-import reads general or "
+                          f"symmetric (values must be non-negative)")
     number = 1
     while True:
         line = handle.readline()

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -123,8 +124,8 @@ bool folder_shares_locks(int dir_fd) {
   return false;
 }
 
-// Removes `name` in the folder where it is provably a dead run's temporary (the header's rules
-// but the name's), and says so.
+// Removes `name` (a temporary's name) from the folder where it is provably a dead run's file: a
+// regular file of this user, unchanged for the margin, whose liveness lock is free; says so.
 void remove_if_dead(int dir_fd, const std::string& dir, const std::string& name, long pid) {
   struct stat named {};
   if (::fstatat(dir_fd, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(named.st_mode) ||
@@ -170,7 +171,8 @@ void remove_stale_temporaries(const std::string& dir, const std::string& host) {
     const TemporaryName owner = parse_temporary_name(name);
     if (owner.pid <= 0) continue;
     // A process of that id here: perhaps the run itself, or a run of an older blockmm, which took no lock.
-    if (owner.host == host &&
+    const bool a_pid = owner.pid <= std::numeric_limits<pid_t>::max();
+    if (owner.host == host && a_pid &&
         (owner.pid == static_cast<long>(::getpid()) || ::kill(static_cast<pid_t>(owner.pid), 0) == 0 || errno != ESRCH))
       continue;
     if (shares_locks < 0) shares_locks = folder_shares_locks(dir_fd) ? 1 : 0;

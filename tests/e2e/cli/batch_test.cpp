@@ -144,8 +144,8 @@ TEST_F(Batch, NoProductWritesOverTheBatch) {
       EXPECT_EQ(split_lines(run.err).size(), 1u) << run.describe();
       EXPECT_NE(run.err.find(":2: the "), std::string::npos) << run.describe();
       EXPECT_NE(run.err.find("is the batch file"), std::string::npos) << run.describe();
-      EXPECT_EQ(read_bytes(batch), std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
-                                                          reinterpret_cast<const std::byte*>(text.data() + text.size())));
+      const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
+      EXPECT_EQ(read_bytes(batch), std::vector<std::byte>(bytes, bytes + text.size())) << "the batch changed";
       EXPECT_TRUE(list_dir(out_dir).empty());
     }
   }

@@ -235,7 +235,8 @@ class LongValues(Work):
             with self.subTest(env=list(env)):
                 self.assert_cut(tool("blockmm-export", self.path("A.bin"), self.path("A.mtx"), env=env), 2, *words)
         for args, words in [(("blockmm-export", "--to", long, self.path("A.bin"), self.path("A.mtx")), ["--to"]),
-                            (("blockmm-spy", "--cells", digits, self.path("A.bin"), self.path("A.png")), ["--cells 999"]),
+                            (("blockmm-spy", "--cells", digits, self.path("A.bin"), self.path("A.png")),
+                             ["--cells 999"]),
                             (("blockmm-spy", "--cells", long, self.path("A.bin"), self.path("A.png")), ["--cells"]),
                             (("blockmm-import", "-m", digits, self.path("A.bin"), self.path("B.bin")), ["999"])]:
             with self.subTest(args=args[:2]):

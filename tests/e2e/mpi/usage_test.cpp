@@ -144,7 +144,8 @@ TEST(MpiUsage, BatchFromStandardInputOrAPipeIsRefusedNotHung) {
     EXPECT_EQ(run.exit_code, 2) << run.describe();
     int lines = 0;
     for (const std::string& line : split_lines(run.err))
-      lines += line.rfind("blockmm: error: --batch " + name + ": ", 0) == 0 && line.find("every rank can read") != std::string::npos;
+      lines += line.rfind("blockmm: error: --batch " + name + ": ", 0) == 0 &&
+               line.find("every rank can read") != std::string::npos;
     EXPECT_EQ(lines, 1) << run.describe();
     EXPECT_TRUE(list_dir(out_dir).empty());
   }
