@@ -148,9 +148,9 @@ def _process_here(pid):
     """Whether a process of that id is one this process can see (or may not ask about)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # none of that id, or a number past any pid
         return False
-    except (OSError, OverflowError):
+    except OSError:
         return True
     return True
 
