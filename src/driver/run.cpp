@@ -22,6 +22,7 @@
 #include "io/input_file.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/product_writer.hpp"
+#include "io/same_file.hpp"
 #include "multiply/multiply.hpp"
 
 namespace blockmm::driver {

@@ -59,7 +59,7 @@ class Reader {
     if (value == nullptr || *value == '\0') return;
     const Variable* variable = find(name);
     if (!parse(std::string(value)))
-      throw UsageError(std::string(name) + "='" + escape_control_characters(value) + "': expected " +
+      throw UsageError(std::string(name) + "='" + quoted_value(value) + "': expected " +
                        (variable != nullptr ? variable->values : "another value"));
     given_.push_back(std::string(name) + "=" + value);
   }
