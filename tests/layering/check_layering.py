@@ -27,6 +27,8 @@ ALLOWED = {
     # What a run shows its user: formats the driver's phases and the product's report (multiply/report.hpp).
     "console": {"core", "settings", "multiply"},
     "driver": {"core", "settings", "comm", "io", "operands", "partition", "kernels", "multiply", "backends", "console"},
+    # The product inside a Python process (blockmm.multiply): a front end beside the driver.
+    "python": {"core", "settings", "comm", "io", "kernels", "multiply", "backends"},
     "tools": {"core", "settings", "comm", "io", "operands"},
 }
 
