@@ -1,11 +1,16 @@
 #include "python/arrays.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
+#include <system_error>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/madvise_advice.hpp"
 #include "core/record_layout.hpp"
 
 namespace blockmm::python {
@@ -13,7 +18,52 @@ namespace {
 
 std::string text(std::int64_t value) { return std::to_string(value); }
 
+// Pages are prepared this much at a time: the threads' front moves in steps the writes follow.
+constexpr std::int64_t kAheadPieceBytes = std::int64_t{4} << 20;
+
 }  // namespace
+
+void PagesAhead::start(const std::vector<std::pair<void*, std::int64_t>>& ranges, int threads) {
+  stop();
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const auto page = static_cast<std::uintptr_t>(page_size > 0 ? page_size : 4096);
+  pieces_.clear();
+  for (const auto& [data, bytes] : ranges) {
+    // Whole pages only: the memory around an array is not this writer's to touch.
+    const auto begin = (reinterpret_cast<std::uintptr_t>(data) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<std::uintptr_t>(data) + static_cast<std::uintptr_t>(std::max<std::int64_t>(0, bytes))) /
+                     page * page;
+    for (std::uintptr_t at = begin; at < end; at += kAheadPieceBytes)
+      pieces_.emplace_back(reinterpret_cast<std::byte*>(at),
+                           static_cast<std::int64_t>(std::min<std::uintptr_t>(kAheadPieceBytes, end - at)));
+  }
+  next_ = 0;
+  stopped_ = false;
+  const int wanted = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(0, threads)), pieces_.size()));
+  for (int t = 0; t < wanted; ++t) {
+    try {
+      threads_.emplace_back([this] { run(); });
+    } catch (const std::system_error&) {
+      break;  // fewer helpers: the writes allocate their own pages
+    }
+  }
+}
+
+void PagesAhead::run() {
+  for (std::size_t piece = next_++; piece < pieces_.size() && !stopped_; piece = next_++) {
+    const auto& [at, bytes] = pieces_[piece];
+    if (::madvise(at, static_cast<std::size_t>(bytes), MADV_POPULATE_WRITE) != 0) {
+      stopped_ = true;  // an unknown advice (EINVAL) or no memory: the writes will tell
+      return;
+    }
+  }
+}
+
+void PagesAhead::stop() {
+  stopped_ = true;
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
+}
 
 ArrayInputFile::ArrayInputFile(BsrArrays arrays) : arrays_(std::move(arrays)) {
   const BsrArrays& a = arrays_;
@@ -113,6 +163,9 @@ void ArrayProductWriter::begin(MatrixShape shape, std::int64_t total_tiles, std:
   labels_ = pattern.labels;
   wide_ = total_tiles > INT32_MAX;
   out_ = allocate_(total_tiles, wide_);
+  const std::int64_t index_bytes = wide_ ? 8 : 4;
+  ahead_.start({{out_.data, total_tiles * shape.block_values() * 4}, {out_.indices, total_tiles * index_bytes}},
+               prepare_threads_);
   // indptr[R] = the tiles of the panel's rows whose file index is below R (with compact labels
   // the panel holds one row pointer a label: rows without one hold no tiles).
   const std::int64_t p = shape.block_rows();

@@ -4,11 +4,14 @@
 // at their final size, when the symbolic phase knows the product's block count.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/block_matrix.hpp"
 #include "io/input_file.hpp"
@@ -74,16 +77,40 @@ struct OutputArrays {
 // Allocates the output for `blocks` blocks, int64 indices where `wide`; throws to stop the product.
 using AllocateOutput = std::function<OutputArrays(std::int64_t blocks, bool wide)>;
 
+// Fresh memory's pages allocated ahead of the writes that fill it, by threads of their own: a
+// page's first touch (clearing it, filling page tables) costs a writer more than its copy does
+// (bench/NOTES.md). madvise(MADV_POPULATE_WRITE) allocates without writing, so it runs beside
+// the writes; pieces are handed out in order, so the threads keep ahead of writes in order. Where
+// the kernel does not know the advice (before Linux 5.14), the writes allocate their own pages.
+class PagesAhead {
+ public:
+  PagesAhead() = default;
+  ~PagesAhead() { stop(); }
+  PagesAhead(const PagesAhead&) = delete;
+  PagesAhead& operator=(const PagesAhead&) = delete;
+  // The whole pages of each range, on `threads` threads.
+  void start(const std::vector<std::pair<void*, std::int64_t>>& ranges, int threads);
+  void stop();  // joins the threads, done or not
+
+ private:
+  void run();
+  std::vector<std::pair<std::byte*, std::int64_t>> pieces_;
+  std::atomic<std::size_t> next_{0};
+  std::atomic<bool> stopped_{false};
+  std::vector<std::thread> threads_;
+};
+
 // The product into arrays (one rank: its panel is the whole product). indptr is written at
-// begin() from the pattern, each block's column and values as its records arrive, in any order.
-// The cancellation is checked at begin() and before each write.
+// begin() from the pattern, each block's column and values as its records arrive, in any order;
+// `prepare_threads` threads allocate the arrays' pages ahead of the writes. The cancellation is
+// checked at begin() and before each write.
 class ArrayProductWriter final : public io::ProductWriter {
  public:
-  ArrayProductWriter(AllocateOutput allocate, Cancellation cancellation)
-      : allocate_(std::move(allocate)), cancellation_(cancellation) {}
+  ArrayProductWriter(AllocateOutput allocate, Cancellation cancellation, int prepare_threads = 0)
+      : allocate_(std::move(allocate)), cancellation_(cancellation), prepare_threads_(prepare_threads) {}
   void begin(MatrixShape shape, std::int64_t total_tiles, std::int64_t first_tile, const OutputLayout& pattern) override;
   void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override;
-  void finish() override {}
+  void finish() override { ahead_.stop(); }
   std::int64_t bytes_written() const override { return bytes_written_; }
   io::OutputReport report() const override { return {}; }
 
@@ -100,6 +127,8 @@ class ArrayProductWriter final : public io::ProductWriter {
 
   AllocateOutput allocate_;
   Cancellation cancellation_;
+  int prepare_threads_;
+  PagesAhead ahead_;
   OutputArrays out_;
   bool wide_ = false;
   MatrixShape shape_;

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -114,7 +115,9 @@ multiply::Report multiply_arrays(ArrayInputFile& a, ArrayInputFile& b, const Pro
     }
   } drop_host_teams{state.teams};
 
-  ArrayProductWriter writer(allocate, cancellation);
+  // Threads that allocate the output's pages beside the compute: a few where there are cores to
+  // spare (a GPU's host threads mostly wait), one on a small machine.
+  ArrayProductWriter writer(allocate, cancellation, std::clamp(team.threads / 4, 1, 4));
   CancellingObserver observer(cancellation);
   multiply::Report report = multiply::multiply(a, b, factory, writer, comm,
                                                backends::product_options(settings, request.chunk_bytes, team.threads),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import unittest
 
 import numpy as np
@@ -124,6 +125,24 @@ class Products(unittest.TestCase):
         dense[0:2, 0:2] = block[0]
         dense[0:2, 2:4] = 2 * block[0]
         self.check(blockmm.multiply(bsr, bsr), scipy_product(dense, dense), 2)
+
+    def test_products_from_several_threads_at_once(self):
+        # The GIL is released while a product computes and taken back for its output: products
+        # started from threads at once (run one at a time inside) neither deadlock nor mix.
+        rng = np.random.default_rng(56)
+        cases = [(random_bsr(rng, 48 * m, m, 0.3, 65535), m) for m in (1, 2, 3, 4, 5, 6)]
+        results = [None] * len(cases)
+
+        def run(i):
+            results[i] = blockmm.multiply(cases[i][0], cases[i][0], chunk_size=512)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(cases))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for (a, m), c in zip(cases, results):
+            self.check(c, scipy_product(a, a), m)
 
     def test_canonical_uint16_operands_are_read_without_a_copy(self):
         # The arrays handed to the extension are the matrix's own.
@@ -319,11 +338,11 @@ a = sp.bsr_array((rng.integers(0, 1024, (len(rows), m, m)).astype(np.uint16), co
 blockmm.product._native()  # the extension and its libraries loaded before the baseline
 blockmm.multiply(sp.eye(8, dtype=np.uint16, format="csr"), sp.eye(8, dtype=np.uint16, format="csr"), threads=2)
 before = status("VmRSS:")
-c = blockmm.multiply(a, a, threads=2)
+c = blockmm.multiply(a, a, threads=2, chunk_size=4 << 20)
 peak = status("VmHWM:")
 inputs = a.data.nbytes + a.indices.nbytes + a.indptr.nbytes
 output = c.data.nbytes + c.indices.nbytes + c.indptr.nbytes
-print(before, peak, inputs, output)
+print(before, peak, inputs, output, len(c.indices))
 """
 
 
@@ -332,14 +351,15 @@ class Memory(unittest.TestCase):
         run = subprocess.run([sys.executable, "-c", MEMORY_CHILD], capture_output=True, text=True, timeout=240,
                              env=dict(os.environ, PYTHONPATH=PACKAGE, OMP_NUM_THREADS="2"))
         self.assertEqual(run.returncode, 0, run.stderr)
-        before, peak, inputs, output = (int(x) for x in run.stdout.split())
+        before, peak, inputs, output, blocks = (int(x) for x in run.stdout.split())
         grown = peak - before
-        # The output once, both operands built once each (CSR, and B's CSC: a fraction of its
-        # values' bytes), the numeric phase's two chunk buffers (32 MiB at most each), 16 MiB of
-        # allocator slack.
-        bound = output + 3 * inputs + 2 * (32 << 20) + (16 << 20)
+        # The output once; the symbolic phase's pattern (an int32 a block, the backend's own); both
+        # operands built from records, once each (records, CSR, masks, B's CSC: under twice the
+        # inputs' bytes each); the numeric phase's two chunk buffers of 4 MiB; 16 MiB of slack
+        # (allocator, threads' stacks).
+        bound = output + 4 * blocks + 4 * inputs + 2 * (4 << 20) + (16 << 20)
         print(f"peak - before = {grown / 2**20:.0f} MiB: output {output / 2**20:.0f} MiB, inputs "
-              f"{inputs / 2**20:.0f} MiB, bound {bound / 2**20:.0f} MiB")
+              f"{inputs / 2**20:.0f} MiB, pattern {4 * blocks / 2**20:.0f} MiB, bound {bound / 2**20:.0f} MiB")
         self.assertGreater(output, 150 << 20)  # the output dominates, as in the products it is for
         self.assertLess(grown, bound)
 
