@@ -30,15 +30,15 @@ def _native():
     return native
 
 
-def _count(value, what, low, high=None, none=0):
+def _count(value, what, low, high, none=0):
     """An integer option (None: `none`), checked like the command line's."""
     if value is None:
         return none
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{what}={value!r}: an integer is expected")
     value = int(value)
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"{what}={value}: outside [{low}, {high if high is not None else 'inf'}]")
+    if value < low or value > high:
+        raise ValueError(f"{what}={value}: outside [{low}, {high}]")
     return value
 
 
@@ -163,9 +163,9 @@ def _multiply(a, b, *, block_size=None, backend="auto", threads=None, gpus=None,
         raise ValueError(f"unknown backend {backend!r} (expected auto, cpu, cuda or reference)")
     block_size = _count(block_size, "block_size", 1, MAX_SUPPORTED_BLOCK_ORDER, none=None)
     threads = _count(threads, "threads", 0, 1024)
-    gpus = _count(gpus, "gpus", 0)
-    mem_budget = _count(mem_budget, "mem_budget", 0)
-    chunk_bytes = _count(chunk_size, "chunk_size", 1, none=DEFAULT_CHUNK_BYTES)
+    gpus = _count(gpus, "gpus", 0, 1024)
+    mem_budget = _count(mem_budget, "mem_budget", 0, 2**62)
+    chunk_bytes = _count(chunk_size, "chunk_size", 1, 2**62, none=DEFAULT_CHUNK_BYTES)
     native = _native()
     left, right = _operand(a, "A", block_size), _operand(b, "B", block_size)
     if left[1:3] != right[1:3]:

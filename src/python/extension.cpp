@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/record_layout.hpp"
 #include "python/in_process.hpp"
 
 namespace {
@@ -87,7 +88,8 @@ struct Operand {
         !data.get(data_object, false, "H", 2, "data"))
       return false;
     arrays.data = static_cast<const std::uint16_t*>(data.data());
-    arrays.data_blocks = m > 0 ? data.items() / (m * m) : 0;
+    // (The file's checks refuse an m outside [1, 46340]; here it only must not overflow.)
+    arrays.data_blocks = m > 0 && m <= blockmm::kMaxSupportedBlockOrder ? data.items() / (m * m) : 0;
     return true;
   }
 };

@@ -216,8 +216,9 @@ class Refusals(unittest.TestCase):
         self.refused(ValueError, "threads=2000: outside [0, 1024]", good, threads=2000)
         self.refused(TypeError, "threads=1.5: an integer is expected", good, threads=1.5)
         self.refused(TypeError, "gpus=True: an integer is expected", good, gpus=True)
-        self.refused(ValueError, "mem_budget=-1: outside [0, inf]", good, mem_budget=-1)
-        self.refused(ValueError, "chunk_size=0: outside [1, inf]", good, chunk_size=0)
+        self.refused(ValueError, "mem_budget=-1: outside [0, 4611686018427387904]", good, mem_budget=-1)
+        self.refused(ValueError, "chunk_size=0: outside [1, 4611686018427387904]", good, chunk_size=0)
+        self.refused(ValueError, "gpus=2000: outside [0, 1024]", good, gpus=2000)
         self.refused(ValueError, "block_size=0: outside [1, 46340]", good, block_size=0)
 
     def test_no_usable_gpu_and_a_malformed_setting_are_the_command_lines_messages(self):

@@ -1,0 +1,74 @@
+"""blockmm.multiply in process against the blockmm binary on the same inputs (issue 50): the binary
+into a file read back with blockmm.read (what a Python user did before), or into /dev/null (the
+binary's own time), and the product in this process; the in-process product's bytes compared with
+the binary's output. Times are wall seconds of RUNS runs each (minimum and all); the first in-process
+run of a GPU backend includes CUDA's start in this process, which later ones keep.
+
+usage: python_product.py BUILD_DIR A B BACKEND RUNS WORK
+  WORK: a folder for the binary's output (C.bin), removed after each read.
+"""
+import os
+import subprocess
+import sys
+import time
+
+build, a_path, b_path, backend, runs, work = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
+sys.path.insert(0, os.path.join(build, "python"))
+import numpy as np  # noqa: E402
+import blockmm  # noqa: E402
+import blockmm.product  # noqa: E402
+
+binary = [os.path.join(build, "blockmm"), "-q", "--backend", backend]
+env = dict(os.environ, BLOCKMM_MPI="0")
+out = os.path.join(work, "C.bin")
+
+
+def timed(action):
+    start = time.perf_counter()
+    result = action()
+    return time.perf_counter() - start, result
+
+
+def binary_then_read():
+    subprocess.run([*binary, a_path, b_path, out], check=True, env=env)
+    c = blockmm.read(out)
+    os.remove(out)
+    return c
+
+
+def binary_to_null():
+    subprocess.run([*binary, a_path, b_path, "/dev/null"], check=True, env=env)
+
+
+rows, c, info = {}, None, None
+a, b = blockmm.read(a_path), blockmm.read(b_path)
+for name, action in (("in process", lambda: blockmm.product._multiply(a, b, backend=backend)),
+                     ("binary > /dev/null", binary_to_null), ("binary + blockmm.read", binary_then_read)):
+    seconds = []
+    for _ in range(runs):
+        if name == "in process":
+            c = None  # the last product freed before the next is made
+        took, result = timed(action)
+        seconds.append(took)
+        if name == "in process":
+            c, info = result
+        result = None
+    rows[name] = seconds
+ran = f"{info['backend']} on {info['device']}; phases " + ", ".join(f"{k} {v:.2f}" for k, v in info["seconds"].items())
+
+subprocess.run([*binary, a_path, b_path, out], check=True, env=env)
+reference = blockmm.read(out)
+os.remove(out)
+same = (np.array_equal(c.indptr, reference.indptr) and np.array_equal(c.indices, reference.indices)
+        and c.data.tobytes() == reference.data.astype(np.uint32).tobytes())
+print(f"in process: {ran}")
+print(f"C: {len(c.indices)} blocks of {c.blocksize[0]} x {c.blocksize[1]}, "
+      f"{(c.data.nbytes + c.indices.nbytes + c.indptr.nbytes) / 1e9:.2f} GB in memory; "
+      f"same bytes as the binary's output: {'yes' if same else 'NO'}")
+print(f"{'':24s} {'min s':>7s}   all runs")
+for name, seconds in rows.items():
+    print(f"{name:24s} {min(seconds):7.2f}   " + " ".join(f"{s:.2f}" for s in seconds))
+ratio = min(rows["in process"]) / min(rows["binary + blockmm.read"])
+print(f"in process / (binary + blockmm.read) = {ratio:.2f};  in process / (binary > /dev/null) = "
+      f"{min(rows['in process']) / min(rows['binary > /dev/null']):.2f}")
+sys.exit(0 if same else 1)
