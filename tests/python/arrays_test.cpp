@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -40,6 +41,18 @@ struct Bsr {
     return a;
   }
 };
+
+// A BSR matrix of the arrays given, every value `value`.
+Bsr<std::int32_t> fixed_bsr(std::int64_t n, std::int64_t m, std::vector<std::int32_t> indptr,
+                            std::vector<std::int32_t> indices, std::uint16_t value) {
+  Bsr<std::int32_t> bsr;
+  bsr.n = n;
+  bsr.m = m;
+  bsr.data.assign(indices.size() * static_cast<std::size_t>(m * m), value);
+  bsr.indptr = std::move(indptr);
+  bsr.indices = std::move(indices);
+  return bsr;
+}
 
 // The records' blocks as BSR, rows in order, a row's blocks in the records' order.
 template <typename Index>
@@ -106,12 +119,7 @@ TEST(ArrayInput, RecordsAndKeysAreTheArraysBlocksInAnyPieces) {
 }
 
 TEST(ArrayInput, HostileArraysAreRefusedNamingTheOperand) {
-  Bsr<std::int32_t> good;
-  good.n = 6;
-  good.m = 3;
-  good.indptr = {0, 1, 2};
-  good.indices = {1, 0};
-  good.data.assign(18, 7);
+  const Bsr<std::int32_t> good = fixed_bsr(6, 3, {0, 1, 2}, {1, 0}, 7);
   EXPECT_EQ(refusal(good.arrays()), "");
   const auto refused = [&](auto change, const std::string& expected) {
     Bsr<std::int32_t> bad = good;
@@ -202,13 +210,7 @@ TEST(InProcess, RandomProductsEqualTheDenseOracleCanonically) {
 }
 
 TEST(InProcess, EmptyOperandsGiveAnEmptyProductWithItsRowPointers) {
-  Bsr<std::int32_t> empty, one;
-  empty.n = one.n = 8;
-  empty.m = one.m = 2;
-  empty.indptr.assign(5, 0);
-  one.indptr = {0, 1, 1, 1, 1};
-  one.indices = {3};
-  one.data.assign(4, 9);
+  const Bsr<std::int32_t> empty = fixed_bsr(8, 2, {0, 0, 0, 0, 0}, {}, 0), one = fixed_bsr(8, 2, {0, 1, 1, 1, 1}, {3}, 9);
   for (const auto& [a, b] : {std::pair{&empty, &one}, std::pair{&one, &empty}, std::pair{&one, &one}}) {
     ProductRequest request;
     request.backend = kernels::BackendKind::cpu;
@@ -219,12 +221,7 @@ TEST(InProcess, EmptyOperandsGiveAnEmptyProductWithItsRowPointers) {
 }
 
 TEST(InProcess, DuplicateBlocksAndShapesThatDifferAreTheFilesMessages) {
-  Bsr<std::int32_t> twice;
-  twice.n = 4;
-  twice.m = 2;
-  twice.indptr = {0, 2, 2};
-  twice.indices = {1, 1};
-  twice.data.assign(8, 1);
+  const Bsr<std::int32_t> twice = fixed_bsr(4, 2, {0, 2, 2}, {1, 1}, 1);
   ProductRequest request;
   request.backend = kernels::BackendKind::cpu;
   try {
@@ -234,10 +231,7 @@ TEST(InProcess, DuplicateBlocksAndShapesThatDifferAreTheFilesMessages) {
     EXPECT_EQ(e.code(), ExitCode::bad_input);
     EXPECT_EQ(std::string(e.what()), "A: duplicate block (0, 1) at blocks 0 and 1 of its arrays (0-based)");
   }
-  Bsr<std::int32_t> other = twice;
-  other.n = 6;
-  other.indptr = {0, 1, 1, 1};
-  other.indices = {1};
+  const Bsr<std::int32_t> other = fixed_bsr(6, 2, {0, 1, 1, 1}, {1}, 1);
   try {
     product(twice.arrays("A"), other.arrays("B"), request);
     ADD_FAILURE() << "shapes that differ were accepted";
