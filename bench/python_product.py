@@ -4,19 +4,28 @@ binary's own time), and the product in this process; the in-process product's by
 the binary's output. Times are wall seconds of RUNS runs each (minimum and all); the first in-process
 run of a GPU backend includes CUDA's start in this process, which later ones keep.
 
-usage: python_product.py BUILD_DIR A B BACKEND RUNS WORK
-  WORK: a folder for the binary's output (C.bin), removed after each read.
+usage: python_product.py BUILD_DIR A B BACKEND RUNS WORK [READ_RUNS]
+  WORK: a folder for the binary's output (C.bin), removed after each read; READ_RUNS: runs of the
+  binary + blockmm.read (default RUNS).
 """
 import os
 import subprocess
 import sys
 import time
 
-build, a_path, b_path, backend, runs, work = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
+build, a_path, b_path, backend, runs, work = sys.argv[1:7]
+runs = int(runs)
+read_runs = int(sys.argv[7]) if len(sys.argv) > 7 else runs
 sys.path.insert(0, os.path.join(build, "python"))
 import numpy as np  # noqa: E402
 import blockmm  # noqa: E402
 import blockmm.product  # noqa: E402
+
+try:
+    blockmm.product._native()
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
 
 binary = [os.path.join(build, "blockmm"), "-q", "--backend", backend]
 env = dict(os.environ, BLOCKMM_MPI="0")
@@ -45,7 +54,7 @@ a, b = blockmm.read(a_path), blockmm.read(b_path)
 for name, action in (("in process", lambda: blockmm.product._multiply(a, b, backend=backend)),
                      ("binary > /dev/null", binary_to_null), ("binary + blockmm.read", binary_then_read)):
     seconds = []
-    for _ in range(runs):
+    for _ in range(read_runs if action is binary_then_read else runs):
         if name == "in process":
             c = None  # the last product freed before the next is made
         took, result = timed(action)

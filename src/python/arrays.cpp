@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/madvise_advice.hpp"
+#include "core/parallel_failure.hpp"
 #include "core/record_layout.hpp"
 
 namespace blockmm::python {
@@ -20,6 +21,8 @@ std::string text(std::int64_t value) { return std::to_string(value); }
 
 // Pages are prepared this much at a time: the threads' front moves in steps the writes follow.
 constexpr std::int64_t kAheadPieceBytes = std::int64_t{4} << 20;
+// A write's records are copied by threads in pieces of this many bytes.
+constexpr std::int64_t kCopyPieceBytes = std::int64_t{1} << 20;
 
 }  // namespace
 
@@ -186,7 +189,7 @@ void ArrayProductWriter::write(std::int64_t first_tile, std::int64_t count, cons
   const std::int64_t stride = record_bytes<std::uint32_t>(shape_.m);
   const std::int64_t values = shape_.block_values();
   const std::int64_t p = shape_.block_rows();
-  for (std::int64_t t = 0; t < count; ++t) {
+  const auto copy = [&](std::int64_t t) {
     const std::byte* record = records + t * stride;
     std::int64_t row = record_row(record), col = record_col(record);
     if (labels_ != nullptr) {
@@ -200,7 +203,18 @@ void ArrayProductWriter::write(std::int64_t first_tile, std::int64_t count, cons
                                        "), outside its row's place in the output");
     set_index(out_.indices, tile, col);
     std::memcpy(out_.data + tile * values, record + 8, static_cast<std::size_t>(values) * sizeof(std::uint32_t));
-  }
+  };
+  // A large write is copied by the threads OpenMP gives the writing thread: all the cores where a
+  // GPU computes; one where the cpu backend writes from inside its own region (nested: serial).
+  const std::int64_t per_piece = std::max<std::int64_t>(1, kCopyPieceBytes / stride);
+  const std::int64_t pieces = (count + per_piece - 1) / per_piece;
+  ParallelFailure failure;
+#pragma omp parallel for schedule(static) if (pieces > 1)
+  for (std::int64_t piece = 0; piece < pieces; ++piece)
+    failure.run([&] {
+      for (std::int64_t t = piece * per_piece; t < std::min(count, (piece + 1) * per_piece) && !failure.failed(); ++t) copy(t);
+    });
+  failure.rethrow_if_failed();
   bytes_written_ += count * stride;
 }
 
