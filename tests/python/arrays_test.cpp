@@ -101,7 +101,7 @@ TEST(ArrayInput, RecordsAndKeysAreTheArraysBlocksInAnyPieces) {
     const std::int64_t count = k - first > 0 ? 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(k - first)) : 0;
     const InputRecords from_a = a.read_records({first, count}), from_b = b.read_records({first, count});
     ASSERT_EQ(from_a.bytes.size(), from_b.bytes.size());
-    EXPECT_EQ(std::memcmp(from_a.bytes.data(), from_b.bytes.data(), from_a.bytes.size()), 0);
+    EXPECT_TRUE(from_a.bytes.empty() || std::memcmp(from_a.bytes.data(), from_b.bytes.data(), from_a.bytes.size()) == 0);
     std::vector<std::int32_t> keys(static_cast<std::size_t>(2 * count));
     a.read_keys({first, count}, keys.data());
     const std::int64_t values = records.shape.block_values();
