@@ -232,6 +232,13 @@ class Refusals(unittest.TestCase):
         self.assertNotEqual(run.returncode, 0)
         self.assertIn("ValueError: BLOCKMM_RELABEL", run.stderr)
 
+    def test_an_output_past_the_memory_limit_is_a_memory_error(self):
+        for limit, message in ((6, "MemoryError: out of memory"), (96, "MemoryError: Unable to allocate")):
+            run = subprocess.run([sys.executable, "-c", f"LIMIT = {limit}\n" + MEMORY_LIMIT_CHILD], capture_output=True,
+                                 text=True, timeout=240, env=dict(os.environ, PYTHONPATH=PACKAGE, OMP_NUM_THREADS="2"))
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertTrue(run.stdout.startswith(message), run.stdout)
+
     def test_the_package_works_without_its_extension(self):
         with tempfile.TemporaryDirectory() as work:
             package = os.path.join(work, "blockmm")
@@ -363,6 +370,33 @@ class Memory(unittest.TestCase):
               f"{inputs / 2**20:.0f} MiB, pattern {4 * blocks / 2**20:.0f} MiB, bound {bound / 2**20:.0f} MiB")
         self.assertGreater(output, 150 << 20)  # the output dominates, as in the products it is for
         self.assertLess(grown, bound)
+
+
+# A child process whose address space ends LIMIT MiB past what it holds before a product whose
+# output alone is 262 MiB: MemoryError (blockmm's "out of memory" where its operands do not fit,
+# numpy's where the output does not), and a product after it.
+MEMORY_LIMIT_CHILD = """
+import resource, numpy as np, scipy.sparse as sp, blockmm
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+rng = np.random.default_rng(9)
+n, m, p = 8192, 4, 2048
+present = rng.random((p, p)) < 0.04
+rows, cols = np.nonzero(present)
+a = sp.bsr_array((rng.integers(0, 1024, (len(rows), m, m)).astype(np.uint16), cols.astype(np.int32),
+                  np.r_[0, np.cumsum(present.sum(1))].astype(np.int32)), shape=(n, n))
+small = sp.eye(8, dtype=np.uint16, format="csr")
+blockmm.multiply(small, small, threads=2)
+limit = status("VmSize:") + (LIMIT << 20)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+try:
+    blockmm.multiply(a, a, threads=2)
+    print("no MemoryError")
+except MemoryError as e:
+    print("MemoryError:", e)
+assert (blockmm.multiply(small, small).toarray() == np.eye(8)).all()
+"""
 
 
 # A child process with the developer settings that force the team's paths without a GPU: two
