@@ -21,7 +21,7 @@ DEFAULT_CHUNK_BYTES = 256 << 20  # the command line's --chunk-size
 
 def _native():
     try:
-        from . import _native as native  # noqa: PLC0415 (loaded at the first product, not at import)
+        from . import _native as native  # loaded at the first product: `import blockmm` works without it
     except ImportError as e:
         raise ImportError(
             "blockmm.multiply needs blockmm's compiled extension (blockmm._native), which this installation lacks "
