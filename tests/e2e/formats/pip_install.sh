@@ -96,5 +96,6 @@ else:
     except ImportError as e:
         assert "compiled extension" in str(e), e
 PY
-echo "pip install ./python: the package and its tools install and run in a fresh venv, blockmm.multiply" \
-  "${extension:+multiplying there}${extension:-saying how to build its extension}"
+multiply="blockmm.multiply saying how to build its extension"
+[ -n "$extension" ] && multiply="blockmm.multiply multiplying there"
+echo "pip install ./python: the package and its tools install and run in a fresh venv, $multiply"
