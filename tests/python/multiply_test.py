@@ -290,44 +290,48 @@ a = sp.random(1024, 1024, 32 / 1024, format="csr", random_state=8, dtype=np.floa
 a.data[:] = rng.integers(1, 100, a.nnz)
 a = a.astype(np.uint16)
 try:
-    blockmm.multiply(a, a, chunk_size=1)  # a block a chunk
+    blockmm.multiply(a, a, chunk_size=CHUNK, backend=BACKEND)  # a block a chunk (cpu)
     print("finished")
 except KeyboardInterrupt:
     indices = kept[0][1]
     print(f"interrupted, {int((indices >= 0).sum())} of {len(indices)} blocks written")
 blockmm.product._native = lambda: native
 assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-c = blockmm.multiply(a, a)
+c = blockmm.multiply(a, a, backend=BACKEND)
 assert (c.toarray() == np.minimum((a.astype(np.int64) @ a.astype(np.int64)).toarray(), 2**32 - 1)).all()
 print("then a product")
 """
 
 
+def interrupted_child(mode, backend="auto", chunk=1):
+    setup = f"MODE, BACKEND, CHUNK = {mode!r}, {backend!r}, {chunk}\n"
+    return subprocess.Popen([sys.executable, "-c", setup + INTERRUPTED_CHILD], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=PACKAGE))
+
+
+def check_stopped_early(test, out):
+    """The child's product stopped between chunks, long before its end, and one worked after it."""
+    lines = [line for line in out.splitlines() if line.startswith("interrupted")]
+    test.assertEqual(len(lines), 1, out)
+    written, total = (int(w) for w in lines[0].split()[1:4:2])
+    test.assertLess(written, total / 2, out)
+    test.assertIn("then a product", out)
+
+
 class Interrupt(unittest.TestCase):
-    def child(self, mode):
-        return subprocess.Popen([sys.executable, "-c", f"MODE = {mode!r}\n" + INTERRUPTED_CHILD], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=PACKAGE))
-
-    def check_stopped_early(self, out):
-        lines = [line for line in out.splitlines() if line.startswith("interrupted")]
-        self.assertEqual(len(lines), 1, out)
-        written, total = (int(w) for w in lines[0].split()[1:4:2])
-        self.assertLess(written, total / 2, out)  # stopped between chunks, long before the end
-        self.assertIn("then a product", out)
-
     def test_ctrl_c_during_the_product_raises_keyboard_interrupt_between_chunks(self):
-        child = self.child("raise")
+        child = interrupted_child("raise")
         out, err = child.communicate(timeout=240)
         self.assertEqual(child.returncode, 0, err)
-        self.check_stopped_early(out)
+        check_stopped_early(self, out)
 
     def test_ctrl_c_from_outside(self):
-        child = self.child("outside")
+        child = interrupted_child("outside")
         self.assertEqual(child.stdout.readline().strip(), "allocated")
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=240)
         self.assertEqual(child.returncode, 0, err)
-        self.check_stopped_early(out)
+        check_stopped_early(self, out)
 
 
 # A child process: `blockmm.multiply` of inputs made here, its peak resident memory over what it
@@ -453,6 +457,12 @@ class Gpu(unittest.TestCase):
                 self.assertTrue(np.array_equal(c.indptr, d.indptr) and np.array_equal(c.indices, d.indices))
                 self.assertEqual(c.data.tobytes(), d.data.tobytes())
                 self.assertTrue(np.array_equal(c.toarray(), scipy_product(a, b)))
+
+    def test_ctrl_c_stops_a_cuda_product_and_the_kept_gpu_team_multiplies_after_it(self):
+        child = interrupted_child("raise", backend="cuda", chunk=4096)
+        out, err = child.communicate(timeout=240)
+        self.assertEqual(child.returncode, 0, err)
+        check_stopped_early(self, out)
 
     def test_every_gpu_and_one_gpu_agree(self):
         rng = np.random.default_rng(55)
