@@ -155,6 +155,10 @@ def import_main(argv=None):
 
         check_block_size(args.block_size)
         fmt = _output_format(args.output, args.to, ("bin", "h5"), tool)
+        if fmt == "h5":
+            from .hdf5_bsr import require_h5py
+
+            require_h5py(args.output)  # before the input is read
         with _open_input(args.input) as infile:
             kind = infile.kind()
             if kind in ("bin", "h5"):

@@ -245,6 +245,32 @@ class ProductsOut(Work):
         self.assertIn("a product (uint32 values)? import it with --values u32", run.stderr)
         tool("blockmm-import", "-m", 3, "--values", "u32", self.path("C.npz"), self.path("C.bin"), check=0)
 
+    def test_missing_packages_are_one_line(self):
+        # h5py and matplotlib missing from the tools' Python (a shadowing package that will not
+        # import stands for that): one line saying what to install, exit 1 as "other failure",
+        # never an exception's name ("RuntimeError: ...", issue 53).
+        rng = np.random.default_rng(7)
+        sp.save_npz(self.path("A.npz"), sp.csr_matrix(random_dense(rng, 8, 0.3, 9)))
+        tool("blockmm-import", "-m", 2, self.path("A.npz"), self.path("A.bin"), check=0)
+        shadow = self.path("shadow")
+        for name in ("h5py", "matplotlib"):
+            os.makedirs(os.path.join(shadow, name))
+            with open(os.path.join(shadow, name, "__init__.py"), "w") as f:
+                f.write(f"raise ImportError('no {name} here', name='{name}')\n")
+        env = {"PYTHONPATH": shadow}
+        for args, fragment in ((("blockmm-import", "-m", 2, self.path("A.npz"), self.path("A.h5")),
+                                f"{self.path('A.h5')}: HDF5 files need the h5py package (pip install 'blockmm[hdf5]'"),
+                               (("blockmm-spy", self.path("A.bin"), self.path("A.png")),
+                                "the Python package matplotlib is missing from")):
+            with self.subTest(tool=args[0]):
+                run = tool(*args, env=env)
+                self.assertEqual(run.returncode, 1, run.stderr)
+                self.assertEqual(len(run.stderr.splitlines()), 1, run.stderr)
+                self.assertTrue(run.stderr.startswith(f"{args[0]}: error: "), run.stderr)
+                self.assertIn(fragment, run.stderr)
+                self.assertNotIn("Error:", run.stderr)
+                self.assertFalse(os.path.exists(args[-1]))
+
     def test_export_refuses(self):
         rng = np.random.default_rng(5)
         blockmm.write_bin(self.path("A.bin"), sp.bsr_matrix(random_dense(rng, 8, 0.3, 9), blocksize=(2, 2)))
