@@ -25,7 +25,8 @@ function(_blockmm_local_gpu_architectures var)
       list(REMOVE_DUPLICATES archs)
     else()
       # A driver too old to report compute_cap: a GPU all the same, of an architecture not known here.
-      execute_process(COMMAND "${_blockmm_nvidia_smi}" -L OUTPUT_VARIABLE gpus RESULT_VARIABLE rc ERROR_QUIET TIMEOUT 30)
+      execute_process(COMMAND "${_blockmm_nvidia_smi}" -L OUTPUT_VARIABLE gpus RESULT_VARIABLE rc ERROR_QUIET
+                      TIMEOUT 30)
       if(rc EQUAL 0 AND gpus MATCHES "GPU [0-9]+:")
         set(archs "80;90")
       endif()
@@ -52,7 +53,8 @@ set(_blockmm_cuda_given OFF)
 if(DEFINED CACHE{BLOCKMM_ENABLE_CUDA})  # on the command line, or chosen by an earlier configure
   set(_blockmm_cuda_given ON)
 endif()
-option(BLOCKMM_ENABLE_CUDA "Build the CUDA backend (default: when nvcc and a GPU are here, or CUDA architectures are given)"
+option(BLOCKMM_ENABLE_CUDA
+       "Build the CUDA backend (default: when nvcc and a GPU are here, or CUDA architectures are given)"
        ${_blockmm_cuda_default})
 
 if(BLOCKMM_ENABLE_CUDA)

@@ -46,13 +46,13 @@ def _run(tool, body):
     except OtherFailure as error:  # its message says it all
         say(f"{tool}: error: {error}")
         return OTHER
-    except ImportError as error:  # a package the tools need (matplotlib, scipy) is missing
-        name = (error.name or "a package").split(".")[0]
-        say(f"{tool}: error: the Python package {name} is missing from {sys.executable} (pip install {name}; "
-            f"Debian: apt install python3-{name})")
-        return OTHER
     except Exception as error:  # a bug or an unforeseen library failure: still one line
-        say(f"{tool}: error: {type(error).__name__}: {error}")
+        name = (getattr(error, "name", None) or "").split(".")[0] if isinstance(error, ImportError) else ""
+        if name and name != "blockmm":  # a package the tools need (matplotlib, scipy) is missing
+            say(f"{tool}: error: the Python package {name} is missing from {sys.executable} (pip install {name}; "
+                f"Debian: apt install python3-{name})")
+        else:
+            say(f"{tool}: error: {type(error).__name__}: {error}")
         return OTHER
 
 

@@ -121,8 +121,8 @@ std::string launcher_option_hint(const std::vector<std::string>& words) {
     const bool counted = i + 1 < words.size() && !words[i + 1].empty() && words[i + 1].size() <= 6 &&
                          words[i + 1].find_first_not_of("0123456789") == std::string::npos;
     const std::string count = counted ? words[i + 1] : "N";
-    return "'" + word + (counted ? " " + count : "") + "' is not a blockmm option: ranks come from a launcher, e.g. mpirun -np " +
-           count + " blockmm A B OUT";
+    return "'" + word + (counted ? " " + count : "") +
+           "' is not a blockmm option: ranks come from a launcher, e.g. mpirun -np " + count + " blockmm A B OUT";
   }
   return "";
 }
@@ -167,7 +167,8 @@ std::string environment_help() {
 bool parse_options(int argc, char** argv, const settings::Lookup& environment, Options& options, int& exit_code,
                    bool print, std::string* usage_error) {
   CLI::App app{"blockmm: exact block-sparse matrix product C = A x B (uint16 blocks in, saturated uint32 out).\n"
-               "Run under mpirun/srun to distribute output block-rows over ranks (GPU nodes: one rank a node, driving its GPUs)."};
+               "Run under mpirun/srun to distribute output block-rows over ranks (GPU nodes: one rank a node,\n"
+               "driving its GPUs)."};
   app.name("blockmm");
   // An option given twice takes its last value, so that a job script's defaults can be
   // overridden by options appended after them.
@@ -267,7 +268,8 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
       options.gpus = count;
     }
     options.format = io::choose_output_format(options.out_path, format);
-    const std::string warning = batch ? std::string() : io::output_name_warning(options.out_path, options.format, "--format " + format);
+    const std::string warning =
+        batch ? std::string() : io::output_name_warning(options.out_path, options.format, "--format " + format);
     if (!warning.empty() && print) std::cerr << "blockmm: warning: " << escape_control_characters(warning) << "\n";
     if (!batch && options.format == io::OutputFormat::binary && options.parts != "auto" && options.parts != "off" && print)
       std::cerr << "blockmm: warning: --parts applies to HDF5 output; " << escape_control_characters(options.out_path)
@@ -280,10 +282,12 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
         app.exit(e);
       } else {
         // One line, as every error: the pointer to --help rides on it.
-        std::cerr << "blockmm: error: " << escape_control_characters(usage_message(app, e, words)) << " (see blockmm --help)\n";
+        std::cerr << "blockmm: error: " << escape_control_characters(usage_message(app, e, words))
+                  << " (see blockmm --help)\n";
       }
     }
-    if (usage_error != nullptr) *usage_error = e.get_exit_code() == 0 ? "--help or --version" : usage_message(app, e, words);
+    if (usage_error != nullptr)
+      *usage_error = e.get_exit_code() == 0 ? "--help or --version" : usage_message(app, e, words);
     return false;
   } catch (const UsageError& e) {
     exit_code = static_cast<int>(ExitCode::usage);
