@@ -1,8 +1,8 @@
 """A picture of a matrix's block pattern (blockmm-spy): the block grid is cut into at most
 `cells` x `cells` cells of equal numbers of block-rows and block-columns, and each cell is
 shaded by how many non-zero blocks it holds, on a log scale (one colour where no cell holds
-more than one); empty cells stay white. Axes are
-in block indices; the title gives n, m and nnzb. Drawn by matplotlib (Agg, no display needed).
+more than one); empty cells stay white. Axes are in block indices; the title gives n, m and
+nnzb. Drawn by matplotlib (Agg, no display needed).
 """
 import numpy as np
 
