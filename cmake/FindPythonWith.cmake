@@ -25,3 +25,25 @@ macro(blockmm_choose_python)
     endif()
   endif()
 endmacro()
+
+# blockmm_describe_python(VAR PYTHON): VAR = "Python 3.11.2 with numpy 1.24.2, scipy 1.10.1, h5py
+# 3.7.0, matplotlib 3.6.3" (a package PYTHON lacks: "no h5py"), for the configure log.
+function(blockmm_describe_python var python)
+  execute_process(COMMAND "${python}" -c [=[
+import importlib, importlib.metadata, sys
+found = []
+for name in ("numpy", "scipy", "h5py", "matplotlib"):
+    try:
+        found.append(f"{name} {importlib.metadata.version(name)}")
+    except Exception:  # Debian's python3-h5py registers no metadata under that name
+        try:
+            found.append(f"{name} {importlib.import_module(name).__version__}")
+        except Exception:
+            found.append(f"no {name}")
+print(f"Python {sys.version.split()[0]} with {', '.join(found)}")
+]=] OUTPUT_VARIABLE text OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0 OR text STREQUAL "")
+    set(text "a Python that did not say its version")
+  endif()
+  set(${var} "${text}" PARENT_SCOPE)
+endfunction()

@@ -4,13 +4,13 @@ Failures are one line on stderr, "<tool>: error: <file>: <what>", with blockmm's
 2 usage, 3 bad input, 4 output failure, 5 out of memory, 1 anything else. Inputs are read
 through the package's validating readers, outputs written through atomic_output.py.
 """
-import argparse
 import os
 import stat
+import sys
 
 from ._version import __version__
-from .errors import (BAD_INPUT, OTHER, OUT_OF_MEMORY, OUTPUT_FAILURE, USAGE, FormatError, OutputError,
-                     UsageError, quoted, say)
+from .errors import (BAD_INPUT, OTHER, OUT_OF_MEMORY, OUTPUT_FAILURE, USAGE, FormatError, OtherFailure,
+                     OutputError, UsageError, quoted, say)
 from .tool_parser import ToolParser
 
 EXIT_CODES = "Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output failure, 5 out of memory."
@@ -44,8 +44,16 @@ def _run(tool, body):
     except MemoryError:
         say(f"{tool}: error: out of memory")
         return OUT_OF_MEMORY
+    except OtherFailure as error:  # its message says it all
+        say(f"{tool}: error: {error}")
+        return OTHER
     except Exception as error:  # a bug or an unforeseen library failure: still one line
-        say(f"{tool}: error: {type(error).__name__}: {error}")
+        name = (getattr(error, "name", None) or "").split(".")[0] if isinstance(error, ImportError) else ""
+        if name and name != "blockmm":  # a package the tools need (matplotlib, scipy) is missing
+            say(f"{tool}: error: the Python package {name} is missing from {sys.executable} (pip install {name}; "
+                f"Debian: apt install python3-{name})")
+        else:
+            say(f"{tool}: error: {type(error).__name__}: {error}")
         return OTHER
 
 
@@ -113,16 +121,17 @@ def _write(tool, path, write):
 def _fits_uint32(message):
     """Whether the value a reader refused as outside [0, 65535] is a whole number uint32 holds."""
     import re
-    found = re.search(r"value (\S+) is not an integer in \[0, 65535\]", message)
+    # Matrix Market: "value V is not an integer in [0, 65535]"; .npz: "holds V, not an integer in ...".
+    found = re.search(r"(?:value (\S+) is not|holds (\S+), not) an integer in \[0, 65535\]", message)
     try:
-        value = float(found.group(1)) if found else -1.0
+        value = float(found.group(1) or found.group(2)) if found else -1.0
     except ValueError:
         return False
     return 0 <= value <= 4294967295 and value == int(value)
 
 
-def _load_foreign(tool, infile, kind, block_size, pad, values):
-    """A Matrix Market or .npz input -> Blocks (blocks.py) for blockmm."""
+def _load_foreign(tool, infile, kind, block_size, pad, values, quiet=False):
+    """A Matrix Market or .npz input -> Blocks (blocks.py) for blockmm; `quiet`: no notes on stderr."""
     from . import matrix_market, npz_format
     from .blocks import WIDTHS, blocks_from_entries, check_block_size
     import numpy as np
@@ -141,7 +150,7 @@ def _load_foreign(tool, infile, kind, block_size, pad, values):
             raise FormatError(f"{error}; a product (uint32 values)? import it with --values u32") from None
         raise
     return blocks_from_entries(infile.path, shape, rows, cols, data, block_size, pad, values,
-                               warn=lambda line: say(f"{tool}: {line}"))
+                               warn=(lambda line: None) if quiet else (lambda line: say(f"{tool}: {line}")))
 
 
 def import_main(argv=None):
@@ -156,11 +165,13 @@ def import_main(argv=None):
     parser.add_argument("--pad", action="store_true",
                         help="pad n with zero rows and columns up to a multiple of M (and a rectangular matrix to "
                              "square); without it such a matrix is refused")
-    parser.add_argument("--to", choices=["auto", "bin", "h5"], default="auto",
-                        help="output format (auto: h5 for .h5/.hdf5 names, else bin)")
+    parser.add_argument("--to", choices=["auto", "bin", "binary", "h5", "hdf5"], default="auto",
+                        help="output format (auto: h5 for .h5/.hdf5 names, else bin; binary and hdf5 as blockmm "
+                             "--format takes them)")
     parser.add_argument("--values", choices=["u16", "u32"], default="u16",
                         help="u16: an input for blockmm (values in [0, 65535]); u32: a product, e.g. a reference "
                              "C to compare with blockmm-cmp")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no note on --pad)")
     args = parser.parse_args(argv)
 
     def body():
@@ -170,6 +181,10 @@ def import_main(argv=None):
 
         check_block_size(args.block_size)
         fmt = _output_format(args.output, args.to, ("bin", "h5"), tool)
+        if fmt == "h5":
+            from .hdf5_bsr import require_h5py
+
+            require_h5py(args.output)  # before the input is read
         with _open_input(args.input) as infile:
             kind = infile.kind()
             if kind in ("bin", "h5"):
@@ -177,7 +192,7 @@ def import_main(argv=None):
                                   f"no zip archive); blockmm reads blockmm files directly, blockmm-convert converts "
                                   f"them")
             _check_not_an_input(tool, args.output, infile)
-            blocks = _load_foreign(tool, infile, kind, args.block_size, args.pad, args.values)
+            blocks = _load_foreign(tool, infile, kind, args.block_size, args.pad, args.values, args.quiet)
 
         def write(output):
             (write_binary if fmt == "bin" else write_hdf5)(output.fd, blocks)
@@ -189,10 +204,12 @@ def import_main(argv=None):
 
 
 def _output_format(path, requested, allowed, tool):
-    """The output format from --to or the name; a name that says another format is refused."""
+    """The output format from --to (binary and hdf5 are bin and h5) or the name; a name that says
+    another format is refused."""
     by_name = {".h5": "h5", ".hdf5": "h5", ".bin": "bin", ".mtx": "mtx", ".npz": "npz"}
     suffix = os.path.splitext(path)[1].lower()
     named = by_name.get(suffix)
+    given, requested = requested, {"binary": "bin", "hdf5": "h5"}.get(requested, requested)
     if requested == "auto":
         if named in allowed:
             return named
@@ -203,7 +220,7 @@ def _output_format(path, requested, allowed, tool):
         raise UsageError(f"{path}: say the format with --to {'|'.join(allowed)} or an extension "
                          f"({', '.join('.' + a for a in allowed)})")
     if named is not None and named != requested:
-        raise UsageError(f"{path}: the name says {named}, but --to says {requested}")
+        raise UsageError(f"{path}: the name says {named}, but --to says {given}")
     return requested
 
 
@@ -289,6 +306,7 @@ def spy_main(argv=None):
                         help="at most this many cells a side (default 512, at most 4096); bigger grids group blocks")
     parser.add_argument("--block-size", "-m", "--m", type=int, metavar="M", help="block order for .mtx/.npz inputs")
     parser.add_argument("--pad", action="store_true", help="as blockmm-import --pad")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no note on --pad)")
     args = parser.parse_args(argv)
 
     def body():
@@ -313,7 +331,7 @@ def spy_main(argv=None):
             _check_not_an_input(tool, args.output, infile)
             if kind in ("mtx", "npz"):
                 with infile:
-                    matrix = _load_foreign(tool, infile, kind, args.block_size, args.pad, "u32")
+                    matrix = _load_foreign(tool, infile, kind, args.block_size, args.pad, "u32", args.quiet)
                 counted = spy.block_counts(matrix, args.cells)
             else:
                 matrix = open_block_file(infile)

@@ -20,6 +20,12 @@ class OutputError(Exception):
     """The output could not be written (exit code 4)."""
 
 
+class OtherFailure(RuntimeError):
+    """A failure that is none of the above (exit code 1) and whose message says what happened and
+    what to do: a missing optional package, a reader process that died. The tools print the
+    message alone, never an exception's type name."""
+
+
 def escape_controls(text):
     """`text` with control characters (below 0x20, and 0x7f) as \\xHH: one line whatever a name holds."""
     return "".join(c if " " <= c != "\x7f" else f"\\x{ord(c):02x}" for c in text)

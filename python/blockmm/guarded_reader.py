@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from .atomic_output import register_child, unregister_child
-from .errors import FormatError, quoted
+from .errors import FormatError, OtherFailure, quoted
 
 FRAME = struct.Struct("<cQ")  # tag, payload bytes
 _SIGNAL_CAUSES = {signal.SIGSEGV: "crashed (SIGSEGV)", signal.SIGBUS: "crashed (SIGBUS)",
@@ -193,10 +193,10 @@ class GuardedReader:
             if number in _SIGNAL_CAUSES:
                 self._fail(_SIGNAL_CAUSES[number])
             self.close()
-            raise RuntimeError(f"{self.path}: the process reading it (for {self.library}) was ended by signal "
+            raise OtherFailure(f"{self.path}: the process reading it (for {self.library}) was ended by signal "
                                f"{signal.Signals(number).name} {self.stage}")
         self.close()
-        raise RuntimeError(f"{self.path}: the process reading it (for {self.library}) ended early {self.stage}")
+        raise OtherFailure(f"{self.path}: the process reading it (for {self.library}) ended early {self.stage}")
 
     def frames(self):
         head = np.empty(FRAME.size, dtype=np.uint8)
@@ -220,6 +220,6 @@ class GuardedReader:
                 raise MemoryError
             elif tag == b"X":
                 self.close()
-                raise RuntimeError(payload.tobytes().decode("utf-8", "surrogateescape"))
+                raise OtherFailure(payload.tobytes().decode("utf-8", "surrogateescape"))
             else:
                 yield tag, payload

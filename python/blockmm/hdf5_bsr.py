@@ -17,7 +17,7 @@ import numpy as np
 
 from .blocks import MAX_ORDER, WIDTHS, blocks_per_piece
 from .binary_format import MAX_BLOCK_ORDER, check_supported_block_order
-from .errors import FormatError
+from .errors import FormatError, OtherFailure
 from .guarded_reader import GuardedReader
 from .input_file import InputFile
 
@@ -48,7 +48,7 @@ def require_h5py(path):
     try:
         import h5py
     except ImportError:
-        raise RuntimeError(f"{path}: HDF5 files need the h5py package (pip install 'blockmm[hdf5]', or Debian: "
+        raise OtherFailure(f"{path}: HDF5 files need the h5py package (pip install 'blockmm[hdf5]', or Debian: "
                            f"apt install python3-h5py)") from None
     return h5py
 
@@ -398,7 +398,7 @@ class Hdf5File:
             if tag == b"H":
                 reader.patient = True
                 return reader, frames, json.loads(payload.tobytes())
-        raise RuntimeError(f"{self.path}: the HDF5 reader sent no header")
+        raise OtherFailure(f"{self.path}: the HDF5 reader sent no header")
 
     def pieces(self, piece_bytes=None):
         if piece_bytes is not None and piece_bytes != self.piece_bytes:

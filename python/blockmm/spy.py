@@ -1,7 +1,8 @@
 """A picture of a matrix's block pattern (blockmm-spy): the block grid is cut into at most
 `cells` x `cells` cells of equal numbers of block-rows and block-columns, and each cell is
-shaded by how many non-zero blocks it holds, on a log scale; empty cells stay white. Axes are
-in block indices; the title gives n, m and nnzb. Drawn by matplotlib (Agg, no display needed).
+shaded by how many non-zero blocks it holds, on a log scale (one colour where no cell holds
+more than one); empty cells stay white. Axes are in block indices; the title gives n, m and
+nnzb. Drawn by matplotlib (Agg, no display needed).
 """
 import numpy as np
 
@@ -67,17 +68,27 @@ def draw(matrix, target, cells=512, title_name="", dpi=100, counted=None):
     nnzb = int(counts.sum())
     grid = counts.shape[0]
     shown = np.ma.masked_equal(counts, 0)
-    # Light blue (one block) to dark navy (the fullest cell): every non-empty cell stands out from white.
-    cmap = colors.LinearSegmentedColormap.from_list("blockmm-blocks", ["#9ecae1", "#2171b5", "#08306b"])
+    top = int(counts.max())
+    if top <= 1:
+        # No cell holds more than one block (one block a cell, or a sparse pattern): nothing to
+        # grade, so every non-empty cell is the full colour. A log scale from 1 to 2 drew them
+        # all in its palest shade, the picture washed out (issue 53).
+        cmap = colors.ListedColormap(["#08306b"])
+        norm = colors.BoundaryNorm([0.5, 1.5], 1)
+        ticks = [1]
+    else:
+        # Light blue (one block) to dark navy (the fullest cell): every non-empty cell stands out from white.
+        cmap = colors.LinearSegmentedColormap.from_list("blockmm-blocks", ["#9ecae1", "#2171b5", "#08306b"])
+        norm = colors.LogNorm(vmin=1, vmax=top)
+        ticks = sorted({int(round(t)) for t in np.geomspace(1, top, 6)})
     cmap.set_bad("white")
-    top = max(2, int(counts.max()))
     width = max(700, int(np.ceil(grid / AXES_BOX[2])) + 2)
     height = max(600, int(np.ceil(grid / AXES_BOX[3])) + 2)
     figure = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
     try:
         axes = figure.add_axes(AXES_BOX)
         extent = (0, grid * side, grid * side, 0)  # block indices, row 0 at the top
-        image = axes.imshow(shown, cmap=cmap, norm=colors.LogNorm(vmin=1, vmax=top),
+        image = axes.imshow(shown, cmap=cmap, norm=norm,
                             interpolation="nearest", extent=extent, aspect="equal")
         axes.set_xlim(0, p)
         axes.set_ylim(p, 0)
@@ -88,8 +99,8 @@ def draw(matrix, target, cells=512, title_name="", dpi=100, counted=None):
         name = f"{title_name}\n" if title_name else ""
         axes.set_title(f"{name}n = {n}, m = {m}, nnzb = {nnzb} (a cell: {per_cell})", fontsize=10)
         bar_axes = figure.add_axes([0.84, 0.1, 0.03, 0.78])
-        bar = figure.colorbar(image, cax=bar_axes, label="non-zero blocks in the cell (log scale)")
-        ticks = sorted({int(round(t)) for t in np.geomspace(1, top, 6)})
+        bar = figure.colorbar(image, cax=bar_axes,
+                              label="non-zero blocks in the cell" + (" (log scale)" if top > 1 else ""))
         bar.minorticks_off()
         bar.set_ticks(ticks)
         bar.set_ticklabels([str(t) for t in ticks])

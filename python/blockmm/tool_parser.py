@@ -1,14 +1,14 @@
 """The command-line parser of the Python tools, in the C++ tools' style: help that reads like
 theirs ("Usage: TOOL [OPTIONS] IN OUT", "Positionals:", "Options:", the exit codes last), so that
-their man pages (help2man) and bash completion, both made from --help, come out alike; and a usage
-error of one line, "TOOL: error: <what> (see TOOL --help)", exit 2, as every blockmm tool.
+their man pages (help2man) and bash completion, both made from --help, come out alike; a usage
+error of one line, "TOOL: error: <what> (see TOOL --help)", exit 2, as every blockmm tool; and
+--help or --version that cannot be written (a full disk, a closed pipe) one line, exit 4.
 """
 import argparse
+import os
 import sys
 
-from .errors import QUOTED_VALUE_BYTES, quoted, say
-
-USAGE = 2
+from .errors import OUTPUT_FAILURE, QUOTED_VALUE_BYTES, USAGE, quoted, say
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -40,6 +40,26 @@ class ToolParser(argparse.ArgumentParser):
             formatter.end_section()
         formatter.add_text(self.epilog)
         return formatter.format_help()
+
+    def _print_message(self, message, file=None):
+        # argparse writes --help and --version here, then exits 0.
+        if not message:
+            return
+        file = file or sys.stderr
+        try:
+            file.write(message)
+            file.flush()
+        except (OSError, ValueError) as error:
+            if file is sys.stderr:
+                return  # nothing else can be told
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            say(f"{self.prog}: error: standard output: cannot write: {reason}")
+            # What is left in the buffer goes nowhere, rather than failing again as Python exits.
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), file.fileno())
+            except (OSError, ValueError):
+                pass
+            sys.exit(OUTPUT_FAILURE)
 
     def error(self, message):
         # argparse's message quotes the value given: cut as every quoted value is.

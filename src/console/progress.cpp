@@ -96,11 +96,9 @@ std::string local_time_iso8601() {
   return stamp;
 }
 
-std::string log_header_line(const RunHeader& h, const std::string& backend) {
+std::string log_header_line(const RunHeader& h) {
   std::string line = h.version + " on " + (h.host.empty() ? std::string("?") : h.host) + ": " +
-                     plural(h.ranks, "rank", "ranks") + " x ";
-  line += backend == "cuda" ? std::string("1 GPU") : plural(h.threads, "thread", "threads");
-  if (!backend.empty()) line += ", " + backend + " backend";
+                     plural(h.ranks, "rank", "ranks") + " x " + plural(h.threads, "thread", "threads");
   std::string command;
   for (const std::string& arg : h.command_line) command += (command.empty() ? "" : " ") + shell_word(arg);
   if (!command.empty()) line += ": " + command;
@@ -243,8 +241,9 @@ void Progress::finish(const std::string& summary) {
   if (ticker_.joinable()) ticker_.join();
   lock.lock();
   if (config_.style == ProgressStyle::lines && shown_) {
-    // Short runs stay silent in logs; a long one's lines end by saying what was written.
+    // A log's run ends by saying which backend ran and what was written, however short it was.
     const std::string line = local_time_iso8601() + " blockmm: done, elapsed " + format_duration(run_.seconds()) +
+                             (backend_.empty() ? "" : ", " + backend_ + " backend") +
                              (summary.empty() ? "" : ": " + summary) + "\n";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
@@ -276,12 +275,14 @@ void Progress::draw_locked() {
   if (stopping_ || phase_.empty()) return;
   const double now = run_.seconds();
   if (config_.style == ProgressStyle::lines) {
-    // Short runs print nothing; long ones a line at each phase change and every interval.
-    if (now < config_.interval) return;
+    // The header at the start (a log says what ran and when, however short the run: the backend
+    // is not chosen yet, the closing line names it); then, once the run has taken an interval,
+    // a line at each phase change and every interval.
+    if (shown_ && now < config_.interval) return;
     const std::string stamp = local_time_iso8601() + " ";
     std::string text;
-    if (!shown_) text = stamp + "blockmm: " + log_header_line(config_.header, backend_) + "\n";
-    text += stamp + format_progress_line(snapshot_locked(), 0, false) + "\n";
+    if (!shown_) text = stamp + "blockmm: " + log_header_line(config_.header) + "\n";
+    if (now >= config_.interval) text += stamp + format_progress_line(snapshot_locked(), 0, false) + "\n";
     std::fputs(text.c_str(), stderr);
     std::fflush(stderr);
     shown_ = true;

@@ -6,10 +6,11 @@
 // Two styles: a bar redrawn in place on one line of a terminal (never wider than the
 // terminal, so it never wraps), or plain lines every few seconds for logs, pipes and mpirun.
 // A ticker thread redraws it, so elapsed time and the backends' tile counter (bumped from
-// their own loops) move between the driver's calls. Log lines carry the local time (ISO 8601),
-// and the first is a header naming the version, host, ranks x threads or GPUs and the command;
-// the run ends with one line saying what was written, how big, in how long. Hand-written: see
-// docs/running.md, "Progress".
+// their own loops) move between the driver's calls. Log lines carry the local time (ISO 8601);
+// the first, printed as the run starts, is a header naming the version, host, ranks x threads
+// and the command, and every run ends with one line naming the backend and saying what was
+// written, how big, in how long (a terminal's short run shows that line alone). Hand-written:
+// see docs/running.md, "Progress".
 #pragma once
 
 #include <atomic>
@@ -42,10 +43,9 @@ struct RunHeader {
   std::vector<std::string> command_line;  // argv
 };
 
-// "blockmm 0.1.0 (commit ...) on node01: 4 ranks x 8 threads, cpu backend: blockmm A.bin B.bin
-// C.bin"; `backend` "" while not yet chosen, "cuda" counts a GPU a rank. Arguments holding
-// spaces or quotes are quoted for a shell, control characters written as \xHH.
-std::string log_header_line(const RunHeader& header, const std::string& backend);
+// "blockmm 0.1.0 (commit ...) on node01: 4 ranks x 8 threads: blockmm A.bin B.bin C.bin".
+// Arguments holding spaces or quotes are quoted for a shell, control characters written as \xHH.
+std::string log_header_line(const RunHeader& header);
 
 // The run's last line: "wrote C.bin (binary): 48,962 blocks, 50.5 MB in 0.40 s".
 std::string written_summary(const std::string& path, const std::string& format, std::int64_t blocks,
@@ -102,10 +102,10 @@ class Progress {
   std::atomic<std::int64_t>& counter() { return done_; }
   // Raises the count to at least `done` (a backend's per-chunk report).
   void at_least(std::int64_t done);
-  // The backend that runs, for the log's header line (printed with the first progress line).
+  // The backend that runs, for the log's closing line.
   void set_backend(const std::string& name);
-  // Stops the ticker and clears the bar; then prints `summary` (written_summary): always after
-  // a bar, after progress lines as their closing "done" line.
+  // Stops the ticker and clears the bar; then prints `summary` (written_summary): after a bar
+  // as one line, in a log as the closing "done" line with the backend.
   void finish(const std::string& summary = "");
 
  private:
@@ -119,7 +119,7 @@ class Progress {
   bool stopping_ = false;
   bool finished_ = false;
   bool shown_ = false;          // anything printed yet
-  std::string backend_;         // for the header line
+  std::string backend_;         // for the log's closing line
   std::size_t bar_width_ = 0;   // characters of the bar currently on screen
   Stopwatch run_;
   Stopwatch phase_clock_;

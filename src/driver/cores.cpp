@@ -7,8 +7,35 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace blockmm::driver {
+namespace {
+
+// The CPUs this rank may run on, as the launcher bound it. With OMP_PLACES or OMP_PROC_BIND set,
+// libgomp pins the initial thread to the first place when it loads, before main: the affinity
+// mask read now would say one core (cpu.sbatch's "2 threads share the 1 core(s)", issue 53). The
+// places were cut from the mask as it was before that pinning, so their CPUs are the binding.
+int bound_cpus() {
+  const int places = omp_get_num_places();
+  if (places > 0) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    std::vector<int> ids;
+    for (int p = 0; p < places; ++p) {
+      ids.assign(static_cast<std::size_t>(std::max(0, omp_get_place_num_procs(p))), 0);
+      if (!ids.empty()) omp_get_place_proc_ids(p, ids.data());
+      for (const int id : ids)
+        if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &cpus);
+    }
+    if (CPU_COUNT(&cpus) > 0) return CPU_COUNT(&cpus);
+  }
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  return ::sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 0;
+}
+
+}  // namespace
 
 CorePlan plan_cores(const CoreFacts& facts) {
   CorePlan plan;
@@ -45,9 +72,7 @@ CorePlan choose_cores(int requested_threads, int node_rank, int node_size, const
   facts.node_cores = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
   facts.node_rank = node_rank;
   facts.node_size = node_size;
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  if (::sched_getaffinity(0, sizeof mask, &mask) == 0) facts.bound_cores = CPU_COUNT(&mask);
+  facts.bound_cores = bound_cpus();
   // Open MPI's mpirun says that it bound the rank (orte_bound_at_launch), and passes an explicit
   // --bind-to (or the MCA parameter) on as the binding policy; its default binding leaves no
   // policy behind. srun and other launchers set neither: their binding is always kept.

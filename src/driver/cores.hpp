@@ -17,7 +17,7 @@ struct CoreFacts {
   int node_cores = 1;               // online cores of the node
   int node_rank = 0;                // this rank among the node's ranks
   int node_size = 1;                // ranks on the node
-  int bound_cores = 0;              // cores in this rank's affinity mask (0: unknown)
+  int bound_cores = 0;              // CPUs the launcher bound this rank to (0: unknown; cores.cpp)
   bool launcher_default_binding = false;  // bound by Open MPI's default policy, not by the user
 };
 

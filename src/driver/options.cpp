@@ -112,8 +112,24 @@ std::int64_t parse_size(const std::string& text, const std::string& option) {
 
 namespace {
 
+// A launcher's rank count given to blockmm ("blockmm -n 2 A B OUT": CLI11 said "arguments were
+// not expected: OUT -n"): what it is and where it goes. "" where the words hold none.
+std::string launcher_option_hint(const std::vector<std::string>& words) {
+  for (std::size_t i = 1; i < words.size() && words[i] != "--"; ++i) {
+    const std::string& word = words[i];
+    if (word != "-n" && word != "-np" && word != "--np" && word != "-N") continue;
+    const bool counted = i + 1 < words.size() && !words[i + 1].empty() && words[i + 1].size() <= 6 &&
+                         words[i + 1].find_first_not_of("0123456789") == std::string::npos;
+    const std::string count = counted ? words[i + 1] : "N";
+    return "'" + word + (counted ? " " + count : "") +
+           "' is not a blockmm option: ranks come from a launcher, e.g. mpirun -np " + count + " blockmm A B OUT";
+  }
+  return "";
+}
+
 // CLI11's message, or for an unknown option the closest known one ("--thread" -> "--threads").
-std::string usage_message(const CLI::App& app, const CLI::ParseError& error) {
+std::string usage_message(const CLI::App& app, const CLI::ParseError& error, const std::vector<std::string>& words) {
+  if (const std::string hint = launcher_option_hint(words); !hint.empty()) return hint;
   std::vector<std::string> known;
   for (const CLI::Option* option : app.get_options()) {
     for (const std::string& name : option->get_lnames()) known.push_back("--" + name);
@@ -152,7 +168,8 @@ std::string environment_help() {
 bool parse_options(int argc, char** argv, const settings::Lookup& environment, Options& options, int& exit_code,
                    bool print, std::string* usage_error) {
   CLI::App app{"blockmm: exact block-sparse matrix product C = A x B (uint16 blocks in, saturated uint32 out).\n"
-               "Run under mpirun/srun to distribute output block-rows over ranks (one rank per GPU)."};
+               "Run under mpirun/srun to distribute output block-rows over ranks (GPU nodes: one rank a node,\n"
+               "driving its GPUs)."};
   app.name("blockmm");
   // An option given twice takes its last value, so that a job script's defaults can be
   // overridden by options appended after them.
@@ -252,7 +269,8 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
       options.gpus = count;
     }
     options.format = io::choose_output_format(options.out_path, format);
-    const std::string warning = batch ? std::string() : io::output_name_warning(options.out_path, options.format);
+    const std::string warning =
+        batch ? std::string() : io::output_name_warning(options.out_path, options.format, "--format " + format);
     if (!warning.empty() && print) std::cerr << "blockmm: warning: " << escape_control_characters(warning) << "\n";
     if (!batch && options.format == io::OutputFormat::binary && options.parts != "auto" && options.parts != "off" && print)
       std::cerr << "blockmm: warning: --parts applies to HDF5 output; " << escape_control_characters(options.out_path)
@@ -265,10 +283,12 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
         app.exit(e);
       } else {
         // One line, as every error: the pointer to --help rides on it.
-        std::cerr << "blockmm: error: " << escape_control_characters(usage_message(app, e)) << " (see blockmm --help)\n";
+        std::cerr << "blockmm: error: " << escape_control_characters(usage_message(app, e, words))
+                  << " (see blockmm --help)\n";
       }
     }
-    if (usage_error != nullptr) *usage_error = e.get_exit_code() == 0 ? "--help or --version" : usage_message(app, e);
+    if (usage_error != nullptr)
+      *usage_error = e.get_exit_code() == 0 ? "--help or --version" : usage_message(app, e, words);
     return false;
   } catch (const UsageError& e) {
     exit_code = static_cast<int>(ExitCode::usage);

@@ -121,16 +121,16 @@ OutputFormat choose_output_format(const std::string& target, const std::string& 
   return ends_with(target, ".h5") || ends_with(target, ".hdf5") ? OutputFormat::hdf5 : OutputFormat::binary;
 }
 
-std::string output_name_warning(const std::string& target, OutputFormat chosen) {
+std::string output_name_warning(const std::string& target, OutputFormat chosen, const std::string& option) {
   for (const char* foreign : {".mtx", ".npz"})
     if (ends_with(target, foreign))
       throw UsageError(target + ": blockmm writes the COL380 binary format or HDF5, not " + foreign +
                        "; write .bin or .h5 and convert it with blockmm-export");
   const bool named_hdf5 = ends_with(target, ".h5") || ends_with(target, ".hdf5");
   if (named_hdf5 && chosen == OutputFormat::binary)
-    return target + ": the name says HDF5, but --format bin writes the COL380 binary format";
+    return target + ": the name says HDF5, but " + option + " writes the COL380 binary format";
   if (ends_with(target, ".bin") && chosen == OutputFormat::hdf5)
-    return target + ": the name says COL380 binary, but --format h5 writes HDF5";
+    return target + ": the name says COL380 binary, but " + option + " writes HDF5";
   return "";
 }
 

@@ -19,13 +19,14 @@ namespace blockmm::io {
 
 enum class OutputFormat { binary, hdf5 };
 
-// `requested` is "auto" (by the target's extension: .h5 / .hdf5 -> HDF5), "bin" or "h5".
+// `requested` is "auto" (by the target's extension: .h5 / .hdf5 -> HDF5), "bin"/"binary" or "h5"/"hdf5".
 OutputFormat choose_output_format(const std::string& target, const std::string& requested);
 
 // A target whose extension says another format than the one chosen: "" when it agrees (or says
 // nothing), else a warning to print (.h5/.hdf5 written as binary, .bin written as HDF5: the
-// option wins). A .mtx or .npz target is a UsageError: blockmm-export writes those.
-std::string output_name_warning(const std::string& target, OutputFormat chosen);
+// option wins), naming `option` as the user gave it ("--format hdf5", "--to bin"). A .mtx or
+// .npz target is a UsageError: blockmm-export writes those.
+std::string output_name_warning(const std::string& target, OutputFormat chosen, const std::string& option);
 
 // How the product is written, decided by the driver once (options and environment).
 struct OutputPolicy {

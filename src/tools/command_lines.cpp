@@ -270,7 +270,7 @@ int convert_command(int argc, char** argv) {
   return run_tool("blockmm-convert", app, argc, argv, [&] {
     io::check_not_an_input(out_path, "output", {in_path});
     const io::OutputFormat format = io::choose_output_format(out_path, to);
-    const std::string warning = io::output_name_warning(out_path, format);
+    const std::string warning = io::output_name_warning(out_path, format, "--to " + to);
     if (!warning.empty())
       std::fprintf(stderr, "blockmm-convert: warning: %s\n", escape_control_characters(warning).c_str());
     convert_matrix(in_path, out_path, format, values);

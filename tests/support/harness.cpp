@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -175,6 +176,19 @@ RunResult run_blockmm(const std::vector<std::string>& args, const RunOptions& op
   std::vector<std::string> argv{blockmm_bin()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_process(argv, options);
+}
+
+bool is_log_line(const std::string& line) {
+  // "2026-11-24T23:00:31+01:00 blockmm: ..."
+  static const std::regex stamped(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d blockmm: )");
+  return std::regex_search(line, stamped);
+}
+
+std::vector<std::string> message_lines(const std::string& err) {
+  std::vector<std::string> lines;
+  for (const std::string& line : split_lines(err))
+    if (!is_log_line(line)) lines.push_back(line);
+  return lines;
 }
 
 std::vector<std::string> split_lines(const std::string& text) {

@@ -77,6 +77,13 @@ RunResult run_blockmm(const std::vector<std::string>& args, const RunOptions& op
 // Lines of `text` (a final newline does not start an extra empty line).
 std::vector<std::string> split_lines(const std::string& text);
 
+// Whether `line` is one of a run's log lines (console/progress.hpp): where stderr is no terminal,
+// blockmm prints a time-stamped header as it starts, progress, and a closing "done" line.
+bool is_log_line(const std::string& line);
+
+// The lines of a run's stderr that are not its log lines: its errors, warnings and notes.
+std::vector<std::string> message_lines(const std::string& err);
+
 // ---------- files ----------
 
 std::vector<std::byte> read_bytes(const std::string& path);

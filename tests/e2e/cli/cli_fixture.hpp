@@ -41,8 +41,10 @@ inline ::testing::AssertionResult failed_cleanly(const RunResult& run, int code,
   };
   if (run.timed_out) return failure("timed out");
   if (run.exit_code != code) return failure("expected exit code " + std::to_string(code));
-  const std::vector<std::string> lines = split_lines(run.err);
-  if (lines.size() != 1) return failure("expected exactly one line on stderr, got " + std::to_string(lines.size()));
+  // One line, besides the run's log lines (the header a run in a pipe prints as it starts).
+  const std::vector<std::string> lines = message_lines(run.err);
+  if (lines.size() != 1)
+    return failure("expected exactly one message line on stderr, got " + std::to_string(lines.size()));
   const std::string& line = lines[0];
   const std::string head = kErrorPrefix + file + ": ";
   if (line.rfind(head, 0) != 0) return failure("stderr does not start with '" + head + "'");

@@ -43,8 +43,8 @@ unsigned mode_of(const std::string& path) {
   auto failure = [&](const std::string& what) { return ::testing::AssertionFailure() << what << "\n" << run.describe(); };
   if (run.timed_out) return failure("timed out");
   if (run.exit_code != code) return failure("expected exit code " + std::to_string(code));
-  const std::vector<std::string> lines = split_lines(run.err);
-  if (lines.size() != 1) return failure("expected exactly one line on stderr");
+  const std::vector<std::string> lines = message_lines(run.err);  // besides the log's header
+  if (lines.size() != 1) return failure("expected exactly one message line on stderr");
   if (lines[0].rfind("blockmm: error: " + file + ": ", 0) != 0) return failure("the line does not name " + file);
   if (lines[0].find(fragment) == std::string::npos) return failure("the line lacks '" + fragment + "'");
   return ::testing::AssertionSuccess();

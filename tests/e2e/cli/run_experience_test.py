@@ -35,6 +35,13 @@ BUILD = os.environ.get("BLOCKMM_BUILD_DIR", os.path.dirname(BIN))
 GEN = os.path.join(BUILD, "blockmm-gen")
 ESC = "\x1b"
 FRAME_PERCENT = re.compile(r"(\d+\.\d)%")
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d blockmm: ")  # a log's time-stamped line
+
+
+def message_lines(stderr):
+    """stderr's lines other than the log's (the header a run in a pipe prints as it starts, its
+    progress and its closing line): errors, warnings, notes."""
+    return [line for line in stderr.splitlines() if not LOG_LINE.match(line)]
 
 
 def read_col380(path, dtype):
@@ -222,10 +229,10 @@ class ProgressInLogs(Case):
             self.assertRegex(line, "^" + self.STAMP + "blockmm: ")
         start = datetime.datetime.fromisoformat(lines[0].split(" ")[0])
         self.assertLess(abs((datetime.datetime.now(datetime.timezone.utc) - start).total_seconds()), 300, lines[0])
-        # The first names the version, the host, ranks x threads, the backend (once chosen: a
-        # line may come before) and the command.
+        # The first, printed as the run starts, names the version, the host, ranks x threads and
+        # the command.
         self.assertRegex(lines[0], self.STAMP + r"blockmm: blockmm \d+\.\d+\.\d+ \(commit [^)]*\) on " +
-                         re.escape(socket.gethostname()) + f": {ranks} ranks? x 1 thread(, cpu backend)?: .*blockmm " +
+                         re.escape(socket.gethostname()) + f": {ranks} ranks? x 1 thread: .*blockmm " +
                          re.escape(f"--threads 1 {self.a} {self.b} {out}") + "$")
         lines = [line.split(" ", 1)[1] for line in lines]
         numeric = [line for line in lines if re.match(r"blockmm: multiplying \d+\.\d% \(", line)]
@@ -235,7 +242,7 @@ class ProgressInLogs(Case):
         moving = [line for line in numeric if re.search(r"MAC/s, elapsed \d+:\d\d, ETA \d+:\d\d$", line)]
         self.assertTrue(moving, "lines with rate and ETA once tiles are done: " + err)
         self.assertEqual(len([line for line in lines if line.startswith("blockmm: done, elapsed")]), 1, err)
-        self.assertRegex(lines[-1], r"^blockmm: done, elapsed \d+:\d\d: wrote " + re.escape(out) +
+        self.assertRegex(lines[-1], r"^blockmm: done, elapsed \d+:\d\d, cpu backend: wrote " + re.escape(out) +
                          r" \(binary\): [\d,]+ blocks, [\d.]+ [kMGT]?B in [\d.]+ s$")
         return lines
 
@@ -247,13 +254,29 @@ class ProgressInLogs(Case):
         self.check_lines(p.stderr, out)
         self.check_product(out)
 
-    def test_default_interval_keeps_short_runs_silent(self):
+    def test_short_run_logs_its_start_and_end(self):
+        # A run shorter than the interval (5 s by default) left nothing in a log, and a longer
+        # one's header came at 5 s with that time (issue 53): the header as it starts, the
+        # closing line always; -q none of it.
         out = os.path.join(self.tmp, "Cshort.bin")
         env = self.env()
         del env["BLOCKMM_PROGRESS_INTERVAL"]  # 5 s: this run is shorter
+        started = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         p = subprocess.run([BIN, self.sa, self.sb, out], env=env, capture_output=True, text=True, timeout=120)
+        ended = datetime.datetime.now(datetime.timezone.utc)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stderr, "")
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 2, p.stderr)
+        self.assertRegex(lines[0], "^" + self.STAMP + r"blockmm: blockmm \d+\.\d+\.\d+ \(commit [^)]*\) on .*: 1 rank "
+                         r"x \d+ threads?: .*blockmm " + re.escape(f"{self.sa} {self.sb} {out}") + "$")
+        self.assertRegex(lines[1], "^" + self.STAMP + r"blockmm: done, elapsed 0:0\d, cpu backend: wrote " +
+                         re.escape(out) + r" \(binary\): [\d,]+ blocks, [\d.]+ [kMGT]?B in [\d.]+ s$")
+        for line in lines:
+            stamp = datetime.datetime.fromisoformat(line.split(" ")[0])
+            self.assertTrue(started <= stamp <= ended, f"{line}: not stamped between {started} and {ended}")
+        self.check_product(out, small=True)
+        p = subprocess.run([BIN, "-q", self.sa, self.sb, out], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
         self.check_product(out, small=True)
 
     def test_progress_none_and_bad_interval(self):
@@ -289,8 +312,10 @@ class Messages(Case):
         return subprocess.run([BIN] + args, env=self.env(**env), capture_output=True, text=True, timeout=120)
 
     def assert_one_error_line(self, p, code):
+        """The error's line first among stderr's lines besides the log's (a run that started
+        printed its header first); returns those lines."""
         self.assertEqual(p.returncode, code, p.stderr)
-        lines = p.stderr.splitlines()
+        lines = message_lines(p.stderr)
         self.assertTrue(lines and lines[0].startswith("blockmm: error: "), p.stderr)
         return lines
 
@@ -357,7 +382,7 @@ class Messages(Case):
                 p = subprocess.run(args, env=self.env(BLOCKMM_PROGRESS_INTERVAL="5"), stdout=full,
                                    stderr=subprocess.PIPE, text=True, timeout=120)
                 self.assertEqual(p.returncode, 4, p.stderr)
-                lines = p.stderr.splitlines()
+                lines = message_lines(p.stderr)
                 self.assertEqual(len(lines), 1, p.stderr)
                 self.assertRegex(lines[0], r"^blockmm(-\w+)?: error: standard output: cannot write: No space left on device")
         # The product itself was written whole (the stats come after it), and the message says so.

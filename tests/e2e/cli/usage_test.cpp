@@ -168,6 +168,31 @@ TEST_F(Cli, HelpAndVersion) {
   // --help wins over missing operands and writes nothing.
   EXPECT_EQ(run_blockmm({"--help", a}).exit_code, 0);
   EXPECT_TRUE(list_dir(out_dir).empty());
+  // GPU nodes run one rank a node driving its GPUs, as the README and gpus.sbatch say.
+  EXPECT_NE(help.out.find("one rank a node"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("rank per GPU"), std::string::npos) << help.out;
+}
+
+// A launcher's rank count given to blockmm says where it belongs (CLI11 said "The following
+// arguments were not expected: o.bin -n").
+TEST_F(Cli, LaunchersRankCountIsNamed) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-n", "2", a, b, out}, "'-n 2' is not a blockmm option: ranks come from a launcher, e.g. mpirun -np 2 blockmm A B OUT"},
+      {{a, b, out, "-np", "4"}, "'-np 4' is not a blockmm option: ranks come from a launcher, e.g. mpirun -np 4"},
+      {{"-N", a, b, out}, "'-N' is not a blockmm option: ranks come from a launcher, e.g. mpirun -np N blockmm"},
+  };
+  for (const auto& [args, message] : cases) {
+    const RunResult run = run_blockmm(args);
+    EXPECT_EQ(run.exit_code, 2) << run.describe();
+    const std::vector<std::string> lines = split_lines(run.err);
+    ASSERT_EQ(lines.size(), 1u) << run.describe();
+    EXPECT_EQ(lines[0].rfind(std::string(kErrorPrefix) + message, 0), 0u) << run.describe();
+    EXPECT_TRUE(list_dir(out_dir).empty());
+  }
+  // "--" ends the options: a file named -n is a file (here a missing one).
+  const RunResult file = run_blockmm({"--", "-n", b, out});
+  EXPECT_EQ(file.exit_code, 3) << file.describe();
+  EXPECT_EQ(file.err.find("not a blockmm option"), std::string::npos) << file.describe();
 }
 
 }  // namespace

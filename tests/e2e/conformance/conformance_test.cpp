@@ -3,11 +3,17 @@
 // the course's gold output where one exists (gold files are unsorted: compared by (i, j)), and is
 // byte-identical to an independent product (sparse oracle of the test harness, cross-checked
 // against the dense oracle of tests/support where n is small enough to expand).
+//
+// The pairs are those of pairs.tsv as it was when this program was built (col380_stamp.cmake
+// compiles its bytes in, and a build after the data appears or changes recompiles it), so that
+// the names CTest discovered are the names it runs: the list never goes stale into a pass that
+// ran nothing. Data that appeared or changed since the build fails, saying to build again.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "col380_pairs_at_build.hpp"
 #include "support/harness.hpp"
 #include "support/dense_reference.hpp"
 
@@ -38,9 +44,27 @@ struct Pair {
 
 void PrintTo(const Pair& pair, std::ostream* os) { *os << pair.name; }
 
+std::string pairs_at_build() {
+  return std::string(reinterpret_cast<const char*>(kCol380PairsAtBuild), sizeof kCol380PairsAtBuild - 1);
+}
+
+// pairs.tsv as it is now ("" where absent).
+std::string pairs_now() {
+  std::ifstream in(data_dir() + "/pairs.tsv", std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : "";
+}
+
+std::string stale_message(const char* what) {
+  return "the COL380 data at " + data_dir() + " " + what +
+         " since this test program was built, so CTest's list of its pairs is stale: build again "
+         "(cmake --build <build dir>), then run ctest";
+}
+
 std::vector<Pair> read_pairs() {
   std::vector<Pair> pairs;
-  std::ifstream in(data_dir() + "/pairs.tsv");
+  std::istringstream in(pairs_at_build());
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -57,7 +81,7 @@ std::vector<Pair> read_pairs() {
     for (char c : pair.a) pair.name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
     pairs.push_back(pair);
   }
-  // Without the data, one placeholder that reports the absence as a skip.
+  // Without the data at build time, one placeholder: a skip while the data stays absent.
   if (pairs.empty()) pairs.push_back({"Col380DataAbsent", "", "", "", ""});
   return pairs;
 }
@@ -66,7 +90,9 @@ class Col380 : public ::testing::TestWithParam<Pair> {};
 
 TEST_P(Col380, MatchesGoldAndIndependentProduct) {
   const Pair& pair = GetParam();
-  if (pair.a.empty() || !path_exists(data_dir() + "/pairs.tsv")) GTEST_SKIP() << absent_message();
+  const bool present = path_exists(data_dir() + "/pairs.tsv");
+  if (pair.a.empty() && present) FAIL() << stale_message("appeared");
+  if (pair.a.empty() || !present) GTEST_SKIP() << absent_message();
   const std::string dir = data_dir();
   RecordProperty("note", pair.note);
   InputRecords a, b;
@@ -110,6 +136,13 @@ TEST_P(Col380, MatchesGoldAndIndependentProduct) {
 
 INSTANTIATE_TEST_SUITE_P(Pairs, Col380, ::testing::ValuesIn(read_pairs()),
                          [](const ::testing::TestParamInfo<Pair>& param_info) { return param_info.param.name; });
+
+// The pairs run are the pairs there are: the data did not appear or change after the build.
+TEST(Col380Data, IsTheDataOfTheBuild) {
+  if (!path_exists(data_dir() + "/pairs.tsv")) GTEST_SKIP() << absent_message();
+  if (!kCol380PresentAtBuild) FAIL() << stale_message("appeared");
+  EXPECT_TRUE(pairs_now() == pairs_at_build()) << stale_message("changed");
+}
 
 // The comparison used above catches a wrong output: the course data keeps a student's output
 // with the right blocks and wrong values.

@@ -185,8 +185,8 @@ inline void write_small_inputs(const std::string& a, const std::string& b) {
 }
 
 inline ::testing::AssertionResult one_error_line(const std::string& err, const std::vector<std::string>& fragments) {
-  const std::vector<std::string> lines = split_lines(err);
-  if (lines.size() != 1) return ::testing::AssertionFailure() << "expected one line on stderr:\n" << err;
+  const std::vector<std::string> lines = message_lines(err);  // besides the log's header
+  if (lines.size() != 1) return ::testing::AssertionFailure() << "expected one message line on stderr:\n" << err;
   if (lines[0].rfind("blockmm: error: ", 0) != 0) return ::testing::AssertionFailure() << "not an error line: " << lines[0];
   for (const std::string& f : fragments)
     if (lines[0].find(f) == std::string::npos) return ::testing::AssertionFailure() << "message lacks '" << f << "': " << lines[0];

@@ -9,6 +9,7 @@ usage: formats_test.py [unittest args]   (BLOCKMM_BUILD_DIR names the build tree
 """
 import json
 import os
+import subprocess
 import sys
 import unittest
 
@@ -17,7 +18,7 @@ import scipy.io
 import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tool_support import (SATURATED, TOOLS, Work, blockmm, dense_of_binary, dense_product,  # noqa: E402
+from tool_support import (BUILD, SATURATED, TOOLS, Work, blockmm, dense_of_binary, dense_product,  # noqa: E402
                           random_dense, read_bytes, tool, write_bytes)
 
 
@@ -33,6 +34,20 @@ class Versions(Work):
         self.assertEqual(len(set(versions.values())), 1, versions)
         self.assertEqual(versions["blockmm"], blockmm.__version__)
         self.assertRegex(blockmm.__version__, r"^\d+\.\d+\.\d+$")
+
+
+    def test_help_and_version_on_a_full_disk(self):
+        # Help that cannot be written is an output failure of one line, exit 4, from every tool
+        # alike (the Python tools ended in argparse's traceback, issue 53).
+        for name in TOOLS:
+            for option in ("--help", "--version"):
+                with self.subTest(tool=name, option=option), open("/dev/full", "wb") as full:
+                    run = subprocess.run([os.path.join(BUILD, name), option], stdout=full, stderr=subprocess.PIPE,
+                                         env=dict(os.environ, BLOCKMM_MPI="0"), timeout=60)
+                    err = run.stderr.decode("utf-8", "replace")
+                    self.assertEqual(run.returncode, 4, err)
+                    self.assertEqual(err.splitlines(), [f"{name}: error: standard output: cannot write: "
+                                                        f"No space left on device"])
 
 
 class ImportFormats(Work):
@@ -204,6 +219,57 @@ class ProductsOut(Work):
                 sp.save_npz(self.path("ref.npz"), ref)
                 tool("blockmm-import", "-m", m, "--values", "u32", self.path("ref.npz"), self.path("ref.h5"), check=0)
                 tool("blockmm-cmp", "--strict", self.path("ref.h5"), self.path(out), check=0)
+
+    def test_import_options_as_documented(self):
+        # --to takes binary and hdf5 as blockmm --format does; -q silences the --pad note; a
+        # product's values in a .npz suggest --values u32 as a Matrix Market file's did (issue 53).
+        rng = np.random.default_rng(53)
+        dense = random_dense(rng, 9, 0.4, 1000)
+        sp.save_npz(self.path("A.npz"), sp.csr_matrix(dense))
+        for to, out in (("hdf5", "A.h5"), ("binary", "A.bin"), ("hdf5", "A.data")):
+            tool("blockmm-import", "-m", 3, "--to", to, self.path("A.npz"), self.path(out), check=0)
+            self.assertEqual(blockmm.files.has_hdf5_signature(self.path(out)), to == "hdf5", out)
+            self.assert_dense_equal(blockmm.read(self.path(out)).toarray().astype(np.int64), dense, out)
+        run = tool("blockmm-import", "-m", 3, "--to", "binary", self.path("A.npz"), self.path("X.h5"))
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("but --to says binary", run.stderr)
+        loud = tool("blockmm-import", "-m", 4, "--pad", self.path("A.npz"), self.path("P.bin"), check=0)
+        self.assertIn("padded from 9 x 9 to 12 x 12", loud.stderr)
+        for name in ("blockmm-import", "blockmm-spy"):
+            out = self.path("Q.bin" if name == "blockmm-import" else "Q.png")
+            quiet = tool(name, "-q", "-m", 4, "--pad", self.path("A.npz"), out, check=0)
+            self.assertEqual(quiet.stderr + quiet.stdout, "", name)
+        sp.save_npz(self.path("C.npz"), sp.csr_matrix(np.where(dense > 0, dense + 70000, 0)))
+        run = tool("blockmm-import", "-m", 3, self.path("C.npz"), self.path("C.bin"))
+        self.assertEqual(run.returncode, 3, run.stderr)
+        self.assertIn("a product (uint32 values)? import it with --values u32", run.stderr)
+        tool("blockmm-import", "-m", 3, "--values", "u32", self.path("C.npz"), self.path("C.bin"), check=0)
+
+    def test_missing_packages_are_one_line(self):
+        # h5py and matplotlib missing from the tools' Python (a shadowing package that will not
+        # import stands for that): one line saying what to install, exit 1 as "other failure",
+        # never an exception's name ("RuntimeError: ...", issue 53).
+        rng = np.random.default_rng(7)
+        sp.save_npz(self.path("A.npz"), sp.csr_matrix(random_dense(rng, 8, 0.3, 9)))
+        tool("blockmm-import", "-m", 2, self.path("A.npz"), self.path("A.bin"), check=0)
+        shadow = self.path("shadow")
+        for name in ("h5py", "matplotlib"):
+            os.makedirs(os.path.join(shadow, name))
+            with open(os.path.join(shadow, name, "__init__.py"), "w") as f:
+                f.write(f"raise ImportError('no {name} here', name='{name}')\n")
+        env = {"PYTHONPATH": shadow}
+        for args, fragment in ((("blockmm-import", "-m", 2, self.path("A.npz"), self.path("A.h5")),
+                                f"{self.path('A.h5')}: HDF5 files need the h5py package (pip install 'blockmm[hdf5]'"),
+                               (("blockmm-spy", self.path("A.bin"), self.path("A.png")),
+                                "the Python package matplotlib is missing from")):
+            with self.subTest(tool=args[0]):
+                run = tool(*args, env=env)
+                self.assertEqual(run.returncode, 1, run.stderr)
+                self.assertEqual(len(run.stderr.splitlines()), 1, run.stderr)
+                self.assertTrue(run.stderr.startswith(f"{args[0]}: error: "), run.stderr)
+                self.assertIn(fragment, run.stderr)
+                self.assertNotIn("Error:", run.stderr)
+                self.assertFalse(os.path.exists(args[-1]))
 
     def test_export_refuses(self):
         rng = np.random.default_rng(5)
@@ -384,6 +450,15 @@ class ToolsReadHdf5(Work):
         self.assertTrue(blockmm.files.has_hdf5_signature(self.path("C.bin")))
         run = tool("blockmm", "-q", "--format", "bin", self.path("A.bin"), self.path("A.bin"), self.path("C.h5"), check=0)
         self.assertIn("the name says HDF5, but --format bin", run.stderr)
+        # The option as given (--format hdf5 warned about "--format h5", issue 53); --to likewise.
+        run = tool("blockmm", "-q", "--format", "hdf5", self.path("A.bin"), self.path("A.bin"), self.path("C.bin"),
+                   check=0)
+        self.assertIn("the name says COL380 binary, but --format hdf5 writes HDF5", run.stderr)
+        run = tool("blockmm", "-q", "--format", "binary", self.path("A.bin"), self.path("A.bin"), self.path("C.h5"),
+                   check=0)
+        self.assertIn("the name says HDF5, but --format binary writes", run.stderr)
+        run = tool("blockmm-convert", "--to", "hdf5", self.path("A.bin"), self.path("Y.bin"), check=0)
+        self.assertIn("the name says COL380 binary, but --to hdf5 writes HDF5", run.stderr)
         run = tool("blockmm", "-q", self.path("A.bin"), self.path("A.bin"), self.path("C.bin"), check=0)
         self.assertEqual(run.stderr, "")
         for name in ("C.mtx", "C.npz"):
@@ -437,6 +512,30 @@ class Spy(Work):
         x1, _ = picture.pixel_of(0, 799)
         self.assertGreaterEqual(x1 - x0, 799)
         self.assertEqual(matplotlib.image.imread(self.path("big.png")).shape[:2], (picture.height, picture.width))
+
+    def test_one_block_a_cell_is_drawn_dark(self):
+        # A product drawn a block a cell (issue 53): every cell holds 0 or 1 block, and a log scale
+        # from 1 to 2 drew the non-empty ones in its palest blue, hard to tell from white.
+        import matplotlib.image
+
+        rng = np.random.default_rng(53)
+        dense = np.where(rng.random((48, 48)) < 0.2, rng.integers(1, 100, (48, 48)), 0)
+        blockmm.write_bin(self.path("C.bin"), sp.bsr_matrix(dense, blocksize=(2, 2)), values="u32")
+        tool("blockmm-spy", self.path("C.bin"), self.path("C.png"), check=0, in_process=False)
+        picture = blockmm.spy.draw(blockmm.read(self.path("C.bin")), self.path("D.png"), title_name="C.bin")
+        self.assertEqual(picture.side, 1)
+        self.assertEqual(int(picture.counts.max()), 1)
+        filled = [tuple(cell) for cell in np.argwhere(picture.counts == 1)[:20]]
+        empty = [tuple(cell) for cell in np.argwhere(picture.counts == 0)[:20]]
+        self.assertTrue(filled and empty)
+        for png in ("C.png", "D.png"):
+            image = matplotlib.image.imread(self.path(png))
+            for cell in filled:
+                x, y = picture.pixel_of(*cell)
+                self.assertLess(image[y, x, :3].sum(), 1.0, f"{png}: cell {cell} is pale: {image[y, x, :3]}")
+            for cell in empty:
+                x, y = picture.pixel_of(*cell)
+                self.assertTrue(np.allclose(image[y, x, :3], np.ones(3), atol=0.02), f"{png}: cell {cell}")
 
     def test_spy_refuses(self):
         self.assertEqual(tool("blockmm-spy", self.path("missing.bin"), self.path("x.png")).returncode, 3)

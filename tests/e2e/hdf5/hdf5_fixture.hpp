@@ -65,8 +65,8 @@ inline ::testing::AssertionResult failed_cleanly(const RunResult& run, int code,
                                                  const std::string& dir, bool one_line = true) {
   auto failure = [&](const std::string& what) { return ::testing::AssertionFailure() << what << "\n" << run.describe(); };
   if (run.exit_code != code) return failure("expected exit code " + std::to_string(code));
-  const std::vector<std::string> lines = split_lines(run.err);
-  if (one_line && lines.size() != 1) return failure("expected one line on stderr");
+  const std::vector<std::string> lines = message_lines(run.err);  // besides the log's header
+  if (one_line && lines.size() != 1) return failure("expected one message line on stderr");
   const std::string head = prefix + ": error: " + file + ": ";
   const bool found = std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
     return line.rfind(head, 0) == 0 && line.find(fragment) != std::string::npos;

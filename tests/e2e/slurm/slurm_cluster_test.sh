@@ -398,6 +398,20 @@ grep -q '"backend": "reference"' C_before.bin.stats.json || fail "job before: th
 leftovers=$(find . -maxdepth 1 -name '*.stats.json' ! -name 'C_*.bin.stats.json' -print)
 [[ -z $leftovers ]] || fail "job before: stats written beside an input: $leftovers"
 
+# One task of 2 cores, 2 threads, as cpu.sbatch binds it (OMP_PLACES=cores OMP_PROC_BIND=close,
+# srun --cpu-bind=cores): the log says what ran from its first line and what was written in its
+# last, and no "2 threads share the 1 core(s)" (libgomp pinned the first thread before blockmm
+# read the mask, issue 53).
+id=$(submit threads cpu --ntasks=1 --cpus-per-task=2 -- A.bin B.bin C_threads.bin)
+expect "$id" threads COMPLETED 0:0
+check_product threads C_threads.bin 1
+! grep -q 'threads share the' "$tmp/work/threads-$id.log" ||
+  fail "job threads: a false thread note: $(grep 'threads share the' "$tmp/work/threads-$id.log")"
+grep -Eq '^[0-9T:+-]+ blockmm: blockmm .* 1 rank x 2 threads: ' "$tmp/work/threads-$id.log" ||
+  fail "job threads: no header line naming 1 rank x 2 threads in its log"
+grep -Eq '^[0-9T:+-]+ blockmm: done, elapsed [0-9:]+, cpu backend: wrote C_threads.bin ' "$tmp/work/threads-$id.log" ||
+  fail "job threads: no closing 'done ... wrote C_threads.bin' line in its log"
+
 id=$(submit bad cpu "${two_tasks[@]}" -- bad.bin B.bin C_bad.bin)
 expect "$id" bad FAILED 3:0
 grep -q 'blockmm: error:' "$tmp/work/bad-$id.log" || fail "job bad: no 'blockmm: error:' message in its log"
