@@ -149,21 +149,26 @@ PartFiles::Part& PartFiles::part_for(std::size_t k) {
   return *(parts_[k] = std::move(part));
 }
 
-void PartFiles::write(std::int64_t first, std::int64_t count, const std::byte* records) {
+bool PartFiles::write(std::int64_t first, std::int64_t count, const std::byte* records, const RecordCheck& check) {
   const std::int64_t stride = header_.record_bytes();
-  while (count > 0) {
+  for (std::int64_t done = 0; count > 0;) {
     const auto k = static_cast<std::size_t>(
         std::upper_bound(specs_.begin(), specs_.end(), first, [](std::int64_t b, const BsrPartSpec& s) { return b < s.first; }) -
         specs_.begin() - 1);
     const BsrPartSpec& spec = specs_.at(k);
     const std::int64_t n = std::min(count, spec.first + spec.blocks - first);
     if (n <= 0) throw Error(ExitCode::other, "internal error: " + target_ + ": block " + std::to_string(first) + " in no part");
-    part_for(k).content->write_records(first - spec.first, n, records);
+    RecordCheck in_part;  // the part's records are those from `done` on of this write
+    if (check != nullptr)
+      in_part = [&check, done](std::int64_t t, std::int64_t c, const std::byte* keys) { return check(done + t, c, keys); };
+    if (!part_for(k).content->write_records(first - spec.first, n, records, in_part)) return false;
     written_ += n * (stride - 4);
     records += n * stride;
     first += n;
     count -= n;
+    done += n;
   }
+  return true;
 }
 
 void PartFiles::close() {

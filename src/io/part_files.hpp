@@ -47,8 +47,9 @@ class PartFiles {
   const std::vector<BsrPartSpec>& specs() const { return specs_; }
 
   // Blocks [first, first + count) of the product (a range inside one rank's tiles, own or a
-  // neighbour's) from output records of the header's width.
-  void write(std::int64_t first, std::int64_t count, const std::byte* records);
+  // neighbour's) from output records of the header's width, each piece passed to `check` first
+  // (records numbered from 0 here): false where it refused some.
+  bool write(std::int64_t first, std::int64_t count, const std::byte* records, const RecordCheck& check = nullptr);
   // Collective: every writer synced and closed.
   void close();
   // Collective: each rank renames its parts to their final names with `mode` (the main file's
