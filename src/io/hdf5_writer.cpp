@@ -9,6 +9,9 @@
 // A parted output (--parts, docs/output.md) keeps /indptr in that file and the blocks in part
 // files beside it, several a rank (part_files.hpp): the main file's /indices and /data are
 // virtual datasets over them. The parts are renamed into place first, the main file last.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -19,6 +22,7 @@
 #include "io/atomic_output.hpp"
 #include "io/file_access.hpp"
 #include "io/hdf5_bsr.hpp"
+#include "io/mapped_writer.hpp"
 #include "io/output_parts.hpp"
 #include "io/part_files.hpp"
 #include "io/product_writer.hpp"
@@ -31,6 +35,17 @@ std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& targe
 namespace {
 
 [[noreturn]] void internal(const std::string& what) { throw Error(ExitCode::other, "internal error: " + what); }
+
+// Whether the file `path` names can take huge folios (huge_folios_possible, mapped_writer.hpp):
+// rank 0's temporary through /proc/self/fd (AtomicOutput::path_for_library), only its file system
+// asked about.
+bool takes_huge_folios(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool huge = huge_folios_possible(fd);
+  ::close(fd);
+  return huge;
+}
 
 class Hdf5ProductWriter final : public ProductWriter {
  public:
@@ -63,11 +78,15 @@ class Hdf5ProductWriter final : public ProductWriter {
     header_.nnzb = total_tiles;
     header_.width = ValueWidth::u32;
     const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
-    // Parts: how many each rank writes (none: one file).
+    // Parts: how many each rank writes (none: one file), knowing whether rank 0's temporary takes
+    // huge folios (then one file).
+    std::string huge;
+    if (comm_.is_root()) huge = policy_.write.huge && takes_huge_folios(output_.path_for_library()) ? "huge" : "";
+    comm_.broadcast(huge, 0);
     std::vector<std::int64_t> counts;
     comm_.run_phase([&] {
       const int mine = parts_for_rank(policy_, comm_.size(), total_tiles * (4 + value_bytes),
-                                      !output_.tmpfs_huge_settings().empty(), pattern.tiles(),
+                                      !output_.tmpfs_huge_settings().empty(), !huge.empty(), pattern.tiles(),
                                       pattern.tiles() * (4 + value_bytes));
       counts = comm_.gather_all(std::int64_t{mine});
     });

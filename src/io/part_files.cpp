@@ -33,12 +33,12 @@ Published parse_published(const std::string& text) {
 
 }  // namespace
 
-int parts_for_rank(const OutputPolicy& policy, int ranks, std::int64_t total_bytes, bool tmpfs, std::int64_t my_tiles,
-                   std::int64_t my_bytes) {
+int parts_for_rank(const OutputPolicy& policy, int ranks, std::int64_t total_bytes, bool tmpfs, bool huge,
+                   std::int64_t my_tiles, std::int64_t my_bytes) {
   if (my_tiles <= 0 || policy.parts == OutputPolicy::kPartsOff) return 0;
   std::int64_t want = 0;
   if (policy.parts == OutputPolicy::kPartsAuto) {
-    if (!tmpfs || total_bytes < kAutoPartsMinBytes || policy.prepare_ahead_threads <= 0) return 0;
+    if (!tmpfs || huge || total_bytes < kAutoPartsMinBytes || policy.prepare_ahead_threads <= 0) return 0;
     want = std::min<std::int64_t>(policy.write.threads, (my_bytes + kAutoPartBytes - 1) / kAutoPartBytes);
   } else {
     want = (policy.parts + ranks - 1) / std::max(1, ranks);

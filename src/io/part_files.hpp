@@ -21,15 +21,17 @@
 namespace blockmm::io {
 
 // How many parts each rank writes (0: one file). Collective in its inputs: every rank passes
-// the same `policy`, `ranks`, `total_bytes` and `tmpfs`, and its own `my_tiles`/`my_bytes`.
-// auto: on tmpfs, from kAutoPartsMinBytes of output, where the rank prepares pages ahead (it has
-// the cores): a part for each kAutoPartBytes of a rank's output, at most its copying threads.
-// A count N: ceil(N / ranks) a rank. A rank never has more parts than tiles, nor more than
-// kMaxWriteThreads.
+// the same `policy`, `ranks`, `total_bytes`, `tmpfs` and `huge`, and its own `my_tiles`/`my_bytes`.
+// auto: one file where the output goes into huge folios (`huge`: tmpfs where MADV_COLLAPSE works
+// and they are wanted), whose page cache then takes one file near the separate files' pace
+// (bench/NOTES.md items 33 and 39); else on tmpfs, from kAutoPartsMinBytes of output, where the
+// rank prepares pages ahead (it has the cores): a part for each kAutoPartBytes of a rank's
+// output, at most its copying threads. A count N: ceil(N / ranks) a rank. A rank never has more
+// parts than tiles, nor more than kMaxWriteThreads.
 constexpr std::int64_t kAutoPartsMinBytes = std::int64_t{1} << 30;
 constexpr std::int64_t kAutoPartBytes = std::int64_t{256} << 20;
-int parts_for_rank(const OutputPolicy& policy, int ranks, std::int64_t total_bytes, bool tmpfs, std::int64_t my_tiles,
-                   std::int64_t my_bytes);
+int parts_for_rank(const OutputPolicy& policy, int ranks, std::int64_t total_bytes, bool tmpfs, bool huge,
+                   std::int64_t my_tiles, std::int64_t my_bytes);
 
 class PartFiles {
  public:
