@@ -77,6 +77,7 @@ PartFiles::PartFiles(const std::string& target, const comm::Communicator& comm, 
   const int parts = static_cast<int>(specs_.size());
   const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
   std::string mine;
+  const int mine_parts = static_cast<int>(std::max<std::int64_t>(1, counts[static_cast<std::size_t>(comm_.rank())]));
   comm_.run_phase([&] {
     for (std::size_t k = 0; k < specs_.size(); ++k) {
       if (owner_[k] != comm_.rank()) continue;
@@ -93,10 +94,11 @@ PartFiles::PartFiles(const std::string& target, const comm::Communicator& comm, 
       const std::int64_t end = std::max(part->layout.indices + 4 * spec.blocks, part->layout.data + value_bytes * spec.blocks);
       part->file = part->output->open_writer(end, policy_.write, true);
       part->content = std::make_unique<BsrContentWriter>(*part->file, part->header, part->layout);
-      // One thread a part prepares its pages beside the compute: the page cache takes the output
-      // into several files at once, where one file takes it at one file's pace.
+      // The rank's preparing threads shared among its parts (one at least a part), each part's
+      // beside the compute: the page cache takes the output into several files at once, where
+      // one file takes it at one file's pace.
       part->file->prepare_ahead({{part->layout.indices, 4 * spec.blocks}, {part->layout.data, value_bytes * spec.blocks}},
-                                policy_.prepare_ahead_threads > 0 ? 1 : 0);
+                                policy_.prepare_ahead_threads > 0 ? std::max(1, policy_.prepare_ahead_threads / mine_parts) : 0);
       std::ostringstream line;
       line << k << ' ' << part->output->device() << ' ' << part->output->inode() << ' ' << part->layout.indices << ' '
            << part->layout.data << ' ' << part->output->temporary_path() << '\n';
