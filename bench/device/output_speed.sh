@@ -8,7 +8,8 @@
 # case is also checked byte for byte: the builds' .bin alike, and the new build's parted .h5
 # joined by blockmm-convert equal to its one-file .h5. Prints a compact table last.
 #   bash bench/device/output_speed.sh NEW_BUILD BASE_BUILD
-#   (CASES="D4 Q8", REPS=3, PARTS=8, BACKEND=cuda; on one GPU: CUDA_VISIBLE_DEVICES=0)
+#   (CASES="D4 Q8", REPS=3, PARTS=8, BACKEND=cuda, TARGETS="null bin h5 parts"; one GPU:
+#   CUDA_VISIBLE_DEVICES=0 unless set)
 # About 3-4 minutes on one H100 node (16 cores). On the dev VM: CASES="C4 D1s" BACKEND=cpu.
 # Leaves in $OUT (default /tmp/output-speed): runs.csv (one line a run), floors.txt, table.txt,
 # and every run's stats JSON under json/.
@@ -28,6 +29,7 @@ cases=${CASES:-D4 Q8}
 reps=${REPS:-3}
 parts=${PARTS:-8}
 backend=${BACKEND:-cuda}
+targets=${TARGETS:-null bin h5 parts}
 threads=$(nproc)
 mkdir -p "$OUT/json" "$data"
 out=$data/C
@@ -101,7 +103,7 @@ for name in $cases; do
   fi
   for rep in $(seq 1 "$reps"); do
     for build in new base; do
-      for target in null bin h5 parts; do run "$name" $build $target "$rep"; done
+      for target in $targets; do run "$name" $build $target "$rep"; done
     done
   done
   if [ "$first" = 1 ]; then  # identity: the builds' binary products, and the parted product joined
