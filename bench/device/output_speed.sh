@@ -6,7 +6,9 @@
 # file: --parts off), parts (-> C.h5 in PARTS parts, default 8), all in /dev/shm; wall time and the
 # write phase from --stats=json. Outputs are deleted after each run (Q8's is 17.7 GB). The first
 # case is also checked byte for byte: the builds' .bin alike, and the new build's parted .h5
-# joined by blockmm-convert equal to its one-file .h5. Prints a compact table last.
+# joined by blockmm-convert equal to its one-file .h5. Prints a compact table last. Other targets
+# (TARGETS): auto (--parts auto), auto4k (the same in 4 KiB pages, BLOCKMM_HUGE_OUTPUT=0). It
+# replaces output_floor.sh (issue 41), which built its own trees.
 #   bash bench/device/output_speed.sh NEW_BUILD BASE_BUILD
 #   (CASES="D4 Q8", REPS=3, PARTS=8, BACKEND=cuda, TARGETS="null bin h5 parts"; one GPU:
 #   CUDA_VISIBLE_DEVICES=0 unless set)
@@ -58,15 +60,18 @@ run() {  # case build target rep
   local name=$1 build=$2 target=$3 rep=$4 bin dest json t0 t1 rc
   local args=()
   bin=$([ "$build" = new ] && echo "$new_build" || echo "$base_build")/blockmm
+  local env=()
   case $target in
     null) dest=/dev/null ;;
     bin) dest=$out.bin ;;
     h5) dest=$out.h5; args=(--parts off) ;;
     parts) dest=$out.h5; args=(--parts "$parts") ;;
+    auto) dest=$out.h5; args=(--parts auto) ;;
+    auto4k) dest=$out.h5; args=(--parts auto); env=(BLOCKMM_HUGE_OUTPUT=0) ;;  # 4 KiB pages: parts
   esac
   json=$OUT/json/$name.$build.$target.$rep.json
   t0=$(date +%s%N)
-  "$bin" --backend "$backend" -q --stats=json "${args[@]}" "$data/$name.A.bin" "$data/$name.B.bin" "$dest" \
+  env "${env[@]}" "$bin" --backend "$backend" -q --stats=json "${args[@]}" "$data/$name.A.bin" "$data/$name.B.bin" "$dest" \
     > "$json" 2> "$OUT/json/err.txt"
   rc=$?
   t1=$(date +%s%N)
@@ -143,9 +148,11 @@ for name in dict.fromkeys(r["case"] for r in rows):
         name, size / 1e9, "%.3f s (%.1f GB/s)" % (one, size / one / 1e9) if one else "-",
         "%.3f s (%.1f GB/s)" % (sep, size / sep / 1e9) if sep else "-"))
     for build in ("new", "base"):
-        for target in ("null", "bin", "h5", "parts"):
+        for target in ("null", "bin", "h5", "parts", "auto", "auto4k"):
             rs = [r for r in rows if (r["case"], r["build"], r["target"]) == (name, build, target)]
             ok = [r for r in rs if r["rc"] == "0" and r["write_s"]]
+            if not rs:
+                continue
             if not ok:
                 print("%-4s %-5s %-6s FAILED (%d runs)" % (name, build, target, len(rs)))
                 continue
