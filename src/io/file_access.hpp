@@ -62,9 +62,8 @@ class FileWriter {
   // Scatters the fields of `count` records of `stride` bytes (FieldCopy; records of at least 8
   // bytes where `check` is given), each piece of them passed to `check` (where given) as it is
   // copied. Returns false where a check failed: the write then stopped, and the fields' bytes of
-  // this call are undefined. The default stages each field in
-  // cache-sized pieces and writes it with write_at; a mapped writer copies straight into the
-  // file's pages with its threads.
+  // this call are undefined. The default stages each field in cache-sized pieces and writes it
+  // with write_at; a mapped writer copies straight into the file's pages with its threads.
   virtual bool write_fields(const std::byte* records, std::int64_t count, std::int64_t stride,
                             const std::vector<FieldCopy>& fields, const RecordCheck& check = nullptr);
   // The byte ranges this rank will write, said ahead: a mapped writer on tmpfs prepares their
