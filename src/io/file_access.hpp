@@ -73,6 +73,15 @@ class FileWriter {
     (void)ranges;
     (void)threads;
   }
+  // Ranges said ahead with no threads (prepare_ahead(ranges, 0)) can be prepared by the caller's,
+  // a step at a time: how many steps they make (0: nothing to prepare), and step `step` (steps in
+  // the ranges' order; any number at once, beside the writes, until sync_and_close). 0, or an
+  // errno that the writes will meet too.
+  virtual std::int64_t ahead_steps() const { return 0; }
+  virtual int prepare_step(std::int64_t step) {
+    (void)step;
+    return 0;
+  }
   // Collective: flush to stable storage and close.
   virtual void sync_and_close() = 0;
   virtual WriterReport report() const { return {}; }

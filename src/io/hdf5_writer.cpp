@@ -94,7 +94,7 @@ class Hdf5ProductWriter final : public ProductWriter {
     for (std::int64_t c : counts) parts += c;
     if (parts >= 2) {
       const std::vector<std::int64_t> firsts = comm_.gather_all(first_tile);
-      part_files_ = std::make_unique<PartFiles>(output_.target(), comm_, header_, counts, firsts, tiles, policy_);
+      part_files_ = std::make_unique<PartFiles>(output_.target(), comm_, header_, counts, firsts, tiles, policy_, !huge.empty());
     }
 
     std::string layout_text;

@@ -166,6 +166,20 @@ class MappedWriter final : public FileWriter {
     if (::close(fd) != 0) throw OutputError(shown_ + ": close failed: " + std::strerror(errno));
   }
 
+  std::int64_t ahead_steps() const override { return map_ != nullptr ? static_cast<std::int64_t>(steps_.size()) : 0; }
+
+  // The step past whatever the writes have covered, in the file's map (the extents a write
+  // claimed first are left to it). A step whose window the writes finished meanwhile (and
+  // unmapped) is skipped.
+  int prepare_step(std::int64_t s) override {
+    const Step& step = steps_.at(static_cast<std::size_t>(s));
+    Frontier& f = *frontiers_[step.frontier];
+    const std::int64_t start = std::max(step.lo, f.written.load(std::memory_order_relaxed));
+    if (start >= step.hi || map_->map(start, step.hi - start) == nullptr) return 0;
+    const int error = ready(f, start, step.hi, false);
+    return error != 0 && !map_->released(start) ? error : 0;
+  }
+
   WriterReport report() const override {
     WriterReport r;
     r.mapped = true;
@@ -415,19 +429,12 @@ class MappedWriter final : public FileWriter {
     return plain.FileWriter::write_fields(records, count, stride, fields, check);
   }
 
-  // A preparing thread: the next step not yet taken, past whatever the writes have covered, in
-  // the file's map (the extents a write claimed first are left to it). Its errors are left to the
-  // writes, which meet them (a full tmpfs) and report them; a step whose window the writes
-  // finished meanwhile (and unmapped) is skipped.
+  // A preparing thread: the next step not yet taken, until one fails (its error is left to the
+  // writes, which meet it, a full tmpfs say, and report it).
   void run_ahead() {
     for (std::size_t s; !stopping_.load(std::memory_order_relaxed) &&
-                        (s = next_step_.fetch_add(1, std::memory_order_relaxed)) < steps_.size();) {
-      const Step& step = steps_[s];
-      Frontier& f = *frontiers_[step.frontier];
-      const std::int64_t start = std::max(step.lo, f.written.load(std::memory_order_relaxed));
-      if (start >= step.hi || map_->map(start, step.hi - start) == nullptr) continue;
-      if (ready(f, start, step.hi, false) != 0 && !map_->released(start)) return;
-    }
+                        (s = next_step_.fetch_add(1, std::memory_order_relaxed)) < steps_.size();)
+      if (prepare_step(static_cast<std::int64_t>(s)) != 0) return;
   }
 
   void stop_ahead() {
