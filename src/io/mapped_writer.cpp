@@ -330,16 +330,20 @@ class MappedWriter final : public FileWriter {
   int scatter_records(const std::byte* records, std::int64_t count, std::int64_t stride,
                       const std::vector<FieldCopy>& fields, const std::vector<std::byte*>& out, const RecordCheck& check) {
     const std::int64_t per_part = std::max<std::int64_t>(1, (count + team_.threads() - 1) / team_.threads());
-    const std::int64_t per_piece = std::max<std::int64_t>(1, kCheckedPieceBytes / stride);
-    return team_.run((count + per_part - 1) / per_part, [&](std::int64_t k) {
+    const std::int64_t parts = (count + per_part - 1) / per_part;
+    const std::int64_t per_piece = std::min(per_part, std::max<std::int64_t>(1, kCheckedPieceBytes / stride));
+    // Each part's destinations and keys, allocated here: nothing on the team's threads can throw.
+    std::vector<std::byte*> to(static_cast<std::size_t>(parts) * out.size());
+    std::vector<std::byte> keys(check != nullptr ? static_cast<std::size_t>(parts * 8 * per_piece) : 0);
+    return team_.run(parts, [&](std::int64_t k) {
       const std::int64_t t1 = std::min(count, (k + 1) * per_part);
-      std::vector<std::byte*> mine(out.size());
-      std::vector<std::byte> keys(check != nullptr ? static_cast<std::size_t>(8 * per_piece) : 0);
+      std::byte** mine = to.data() + k * static_cast<std::int64_t>(out.size());
+      std::byte* my_keys = check != nullptr ? keys.data() + k * 8 * per_piece : nullptr;
       for (std::int64_t t = k * per_part; t < t1; t += per_piece) {
         const std::int64_t n = std::min(per_piece, t1 - t);
         for (std::size_t f = 0; f < fields.size(); ++f) mine[f] = out[f] + t * fields[f].bytes;
-        scatter_fields(records + t * stride, n, stride, fields, mine.data(), check != nullptr ? keys.data() : nullptr);
-        if (check != nullptr && !check(t, n, keys.data())) return kRefused;
+        scatter_fields(records + t * stride, n, stride, fields, mine, my_keys);
+        if (check != nullptr && !check(t, n, my_keys)) return kRefused;
       }
       return 0;
     });
