@@ -27,7 +27,7 @@ namespace blockmm::io {
 // the same `policy`, `ranks`, `total_bytes`, `tmpfs` and `huge`, and its own `my_tiles`/`my_bytes`.
 // auto: one file where the output goes into huge folios (`huge`: tmpfs where MADV_COLLAPSE works
 // and they are wanted), whose page cache then takes one file near the separate files' pace
-// (bench/NOTES.md items 33 and 39); else on tmpfs, from kAutoPartsMinBytes of output, where the
+// (bench/NOTES.md items 33 and 41); else on tmpfs, from kAutoPartsMinBytes of output, where the
 // rank prepares pages ahead (it has the cores): a part for each kAutoPartBytes of a rank's
 // output, at most its copying threads. A count N: ceil(N / ranks) a rank. A rank never has more
 // parts than tiles, nor more than kMaxWriteThreads.

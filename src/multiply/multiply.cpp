@@ -190,6 +190,7 @@ void multiply_panel(kernels::Backend& backend, Panel& panel, const WorkInputs& i
   report.rank_tiles_for_neighbours = comm.gather_all(tiles_for_neighbours);
   report.workers.push_back({numeric_report.device, my_products, file_row_end - file_row_begin, 0, 0, panel.b->blocks(),
                             0, 0, pattern->tiles(), 0});
+  report.workers.back().device_memory = backend.counters().device_memory;
   if (options.kept_until_exit != nullptr) {
     // Device arrays go with the operands, then the backend that made them (as on return).
     options.kept_until_exit->push_back(std::move(pattern));

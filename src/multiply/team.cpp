@@ -143,11 +143,15 @@ TeamPlan plan_team(int backends, std::int64_t a_bytes, std::int64_t b_bytes, std
     plan.resident_panels = 1;
     return plan;
   }
-  const std::int64_t left = room - a_bytes - numeric_bytes;
+  std::int64_t left = room - a_bytes - numeric_bytes;
+  if (left <= 0) {  // A stays in host memory, which the GPUs read: the room is the panels'
+    plan.a_in_host_memory = true;
+    left = room - numeric_bytes;
+  }
   if (left <= 0)
-    throw ResourceError("each GPU must hold the rank's rows of A (" + bytes_in_mib(a_bytes) + ") and a numeric chunk (" +
-                        bytes_in_mib(numeric_bytes) + "), more than its memory budget of " + bytes_in_mib(room) +
-                        ": use more ranks across nodes (they split A's rows), or raise --mem-budget");
+    throw ResourceError("each GPU must hold a numeric chunk (" + bytes_in_mib(numeric_bytes) +
+                        ") beside B's panels, more than its memory budget leaves (" + bytes_in_mib(room) +
+                        "): raise --mem-budget");
   // Panels hold B's blocks unevenly (they are cut by work): a quarter to spare.
   const std::int64_t panel_bytes = std::max<std::int64_t>(1, left * 4 / 5);
   const std::int64_t needed = (b_bytes + panel_bytes - 1) / panel_bytes;
@@ -249,12 +253,15 @@ void multiply_with_team(Team& team, io::InputFile* a_file, io::InputFile* b_file
       workers[static_cast<std::size_t>(q) % backends].panels.push_back(std::move(panel));
     }
     MemoryRecordSource a_source(std::move(a_records));
-    std::unique_ptr<kernels::Operand> a = first.build(a_source, dist.a_spec);
+    OperandSpec a_spec = dist.a_spec;
+    a_spec.in_host_memory = plan.a_in_host_memory;
+    std::unique_ptr<kernels::Operand> a = first.build(a_source, a_spec);
     for (std::size_t w = 1; w < backends; ++w) workers[w].a = team[w]->copy_operand(*a);
     workers[0].a = std::move(a);
     report.team_layout = "B split by block-columns into " + std::to_string(plan.panels) + " panels over " +
                          std::to_string(backends) + " " + first.name() + " backends" +
-                         (static_cast<int>(backends) * plan.resident_panels < plan.panels ? ", streamed" : "");
+                         (static_cast<int>(backends) * plan.resident_panels < plan.panels ? ", streamed" : "") +
+                         (plan.a_in_host_memory ? "; A read from host memory" : "");
   });
   build.stop();
   dist.a.reset();
@@ -415,6 +422,7 @@ void multiply_with_team(Team& team, io::InputFile* a_file, io::InputFile* b_file
     const kernels::BackendCounters counters = team[w]->counters();
     out.bytes_built = counters.bytes_built;
     out.bytes_from_peers = counters.bytes_from_peers;
+    out.device_memory = counters.device_memory;
     out.block_products = worker.block_products;
     if (plan.split_columns) {
       out.b_panels = static_cast<std::int32_t>(worker.panels.size());

@@ -11,7 +11,9 @@
 //     from the first) and builds the panels it is given, at once where they fit together, else
 //     one at a time (streamed: each built for the symbolic phase, freed, and built again for the
 //     numeric phase). Output row r's tiles are the panels' tiles of row r in column order, so
-//     each panel's tiles go to their places in the rank's rows.
+//     each panel's tiles go to their places in the rank's rows. Where A itself does not fit
+//     beside the numeric phase's chunks, it stays in host memory (OperandSpec::in_host_memory),
+//     one copy that every GPU reads over its host link, and the panels take the device memory.
 // Each backend runs its symbolic and numeric phases on a thread of its own; their writes reach
 // the writer one at a time.
 #pragma once
@@ -30,12 +32,13 @@ namespace blockmm::multiply {
 // The team's layout for a rank's operands: rows when B and A fit the first backend together
 // (and no panels are asked for), else columns in `panels` panels, where each backend holds A,
 // at most `resident_panels` panels at once and its smallest numeric chunks (asked-for panels:
-// one at a time). Throws ResourceError naming what would make the product fit when A alone does
-// not fit.
+// one at a time); A in host memory where it does not fit beside those chunks. Throws
+// ResourceError naming what would make the product fit when the chunks alone do not fit.
 struct TeamPlan {
   bool split_columns = false;
   int panels = 1;
   int resident_panels = 1;  // a backend's panels held at once; fewer than its panels: streamed
+  bool a_in_host_memory = false;  // columns split: A read by the GPUs from host memory
 };
 TeamPlan plan_team(int backends, std::int64_t a_bytes, std::int64_t b_bytes, std::int64_t room,
                    std::int64_t numeric_bytes, int panels_asked);

@@ -1,5 +1,5 @@
 // io/part_files' choice of parts: --parts auto writes one file where the output goes into huge
-// folios (one file's page cache then keeps pace, bench/NOTES.md item 39) and parts on a tmpfs of
+// folios (one file's page cache then keeps pace, bench/NOTES.md item 41) and parts on a tmpfs of
 // 4 KiB pages, a part for each 256 MiB of a rank's output, at most its copying threads, only from
 // 1 GiB and where the rank prepares pages ahead; a count is split over the ranks; off is off.
 #include <gtest/gtest.h>
