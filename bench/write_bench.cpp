@@ -1,11 +1,11 @@
 // The output writers alone (io::ProductWriter: reserve, copy, fsync, rename), without inputs or
 // compute, so that write throughput can be compared between writers, thread counts and file
-// systems (bench/NOTES.md). Writes a synthetic product of about BYTES bytes (m = 16, every
+// systems (bench/NOTES.md). Writes a synthetic product of about BYTES bytes (m = 16 or --m, every
 // block-row holding the same number of tiles, records filled outside the timed calls) in chunks
 // handed over one at a time, as the numeric phase does.
 //
 //   write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--parts auto|off|N]
-//               [--ahead N] [--rank-threads N] [--repeat R]
+//               [--ahead N] [--rank-threads N] [--m M] [--repeat R]
 //
 // By default the writer blockmm's policy gives a rank of --rank-threads threads (default 8;
 // io::output_policy: mapped on
@@ -52,7 +52,7 @@ std::int64_t parse_bytes(const char* text) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--repeat R]\n");
+  std::fprintf(stderr, "usage: write_bench TARGET BYTES [--chunk BYTES] [--format bin|h5] [--threads N] [--parts auto|off|N] [--ahead N] [--rank-threads N] [--m M] [--repeat R]\n");
   return 2;
 }
 
@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   int threads = -1;  // the policy's
   int ahead = -1;
   int rank_threads = 8;
+  int m = 16;
   std::string parts = "off";
   int repeat = 3;
   for (int a = 3; a + 1 < argc; a += 2) {
@@ -79,10 +80,11 @@ int main(int argc, char** argv) {
     else if (option == "--parts") parts = argv[a + 1];
     else if (option == "--ahead") ahead = std::atoi(argv[a + 1]);
     else if (option == "--rank-threads") rank_threads = std::atoi(argv[a + 1]);
+    else if (option == "--m") m = std::atoi(argv[a + 1]);
     else return usage();
   }
   if ((argc - 3) % 2 != 0 || bytes <= 0 || chunk_bytes <= 0 || threads < -1 || threads > io::kMaxWriteThreads ||
-      repeat < 1 || rank_threads < 1)
+      repeat < 1 || rank_threads < 1 || m < 1 || m > 64)
     return usage();
   if (threads == 0) ::setenv("BLOCKMM_IO", "pwrite", 1);
   if (threads > 0) ::setenv("BLOCKMM_WRITE_THREADS", std::to_string(threads).c_str(), 1);
@@ -92,9 +94,8 @@ int main(int argc, char** argv) {
   comm::Communicator comm(
       comm::communicator_options(settings::Settings::read(environment), comm::launcher_placement(environment)), &argc,
       &argv);
-    const std::int32_t m = 16;
     const std::int64_t stride = record_bytes<std::uint32_t>(m);
-    const std::int32_t p = 4096;  // block-rows; n = 65536
+    const std::int32_t p = 4096;  // block-rows; n = 4096 m
     const std::int64_t per_row = std::max<std::int64_t>(1, std::min<std::int64_t>(p, bytes / stride / p));
     const std::int32_t row_begin = static_cast<std::int32_t>(std::int64_t{p} * comm.rank() / comm.size());
     const std::int32_t row_end = static_cast<std::int32_t>(std::int64_t{p} * (comm.rank() + 1) / comm.size());

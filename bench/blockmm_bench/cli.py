@@ -214,10 +214,11 @@ def run(argv):
 def headline(progress, rows):
     for case in case_order(rows):
         r = next(r for r in rows if r.case == case)
-        progress("  %-4s I/O floor %ss (read %s + write %s); write floors %ss one file, %ss separate files; "
-                 "scipy %s; cuSPARSE %s" %
+        progress("  %-4s I/O floor %ss (read %s + write %s); write floors %ss one file (%s GB/s), %ss separate files "
+                 "(%s GB/s); scipy %s; cuSPARSE %s" %
                  (case, r.text("floor_s") or "-", r.text("floor_read_s") or "-", r.text("floor_write_s") or "-",
-                  r.text("floor_one_file_s") or "-", r.text("floor_files_s") or "-",
+                  r.text("floor_one_file_s") or "-", rate(r.output_bytes, r.floor_one_file_s),
+                  r.text("floor_files_s") or "-", rate(r.output_bytes, r.floor_files_s),
                   ("%ss end to end, %s" % (r.text("scipy_s"), r.scipy_check)) if r.scipy_s is not None else
                   (r.scipy_check or "-"),
                   ("%s, SpGEMM %ss" % (r.cusparse_status, r.text("cusparse_spgemm_s")))
@@ -225,13 +226,19 @@ def headline(progress, rows):
     for r in rows:
         if r.measured:
             progress("  %-4s %-8s wall %8ss  total %8ss  numeric %8ss  %8s GMAC/s numeric  floor %6ss  "
-                     "wall/floor %s  write %ss = %s of the one-file floor, %s of the files floor  identical: %s" %
+                     "wall/floor %s  write %ss (%s GB/s) = %s of the one-file floor, %s of the files floor  "
+                     "identical: %s" %
                      (r.case, label(r), r.text("wall_s"), r.text("total_s"), r.text("numeric_s"),
                       r.text("gmacs_numeric"), r.text("floor_s"), r.text("wall_over_floor") or "-",
-                      r.text("write_s") or "-", r.text("write_over_one_file") or "-", r.text("write_over_files") or "-",
-                      r.identical))
+                      r.text("write_s") or "-", rate(r.output_bytes, r.write_s),
+                      r.text("write_over_one_file") or "-", r.text("write_over_files") or "-", r.identical))
         else:
             progress("  %-4s %-8s %s" % (r.case, label(r), r.status))
+
+
+def rate(output_bytes, seconds):
+    """GB/s of `output_bytes` written in `seconds`, as text ("-" where either is missing)."""
+    return "%.2f" % (output_bytes / seconds / 1e9) if output_bytes and seconds else "-"
 
 
 def exit_status(session, progress, interrupted):

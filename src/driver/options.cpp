@@ -197,8 +197,8 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
       ->check(CLI::IsMember({"auto", "bin", "binary", "h5", "hdf5"}))
       ->capture_default_str();
   app.add_option("--parts", options.parts,
-                 "HDF5 output in part files beside OUT, written at once: auto (on tmpfs from 1 GiB), off, or a count "
-                 "(docs/output.md)")
+                 "HDF5 output in part files beside OUT, written at once: auto (on tmpfs from 1 GiB where huge folios "
+                 "cannot be had), off, or a count (docs/output.md)")
       ->option_text("auto|off|N")
       ->capture_default_str();
   std::string threads = "0";

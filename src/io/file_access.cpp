@@ -15,6 +15,7 @@
 
 #include "comm/mpi_check.hpp"
 #include "core/error.hpp"
+#include "io/field_scatter.hpp"
 #include "io/mapped_writer.hpp"
 
 namespace blockmm::io {
@@ -22,6 +23,8 @@ namespace {
 
 constexpr std::int64_t kPiece = std::int64_t{1} << 30;  // keeps pread's and pwrite's sizes in range
 constexpr std::int64_t kEarlyWritebackBytes = std::int64_t{4} << 20;
+// write_fields' staging: the fields of this many bytes of records at a time, cached in a core's L2.
+constexpr std::int64_t kStagingBytes = std::int64_t{512} << 10;
 
 class PosixReader final : public FileReader {
  public:
@@ -56,9 +59,14 @@ class PosixWriter final : public FileWriter {
   void write_at(std::int64_t offset, const void* source, std::int64_t bytes) override {
     write_fully(fd_, offset, source, bytes, shown_);
 #if defined(__linux__)
-    // Start write-back of this range now: otherwise a multi-GB output sits dirty in the page
-    // cache until the final fsync, which then pays for all of it after the compute is done.
-    if (bytes >= kEarlyWritebackBytes) (void)::sync_file_range(fd_, offset, bytes, SYNC_FILE_RANGE_WRITE);
+    // Start write-back now, every few MB written (also of small writes: an HDF5 output's fields
+    // come in cache-sized pieces): otherwise a multi-GB output sits dirty in the page cache until
+    // the final fsync, which then pays for all of it after the compute is done.
+    unsynced_ += bytes;
+    if (unsynced_ >= kEarlyWritebackBytes) {
+      (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);  // the whole file: what is dirty
+      unsynced_ = 0;
+    }
 #endif
   }
   void sync_and_close() override {
@@ -73,6 +81,7 @@ class PosixWriter final : public FileWriter {
  private:
   std::string shown_;
   int fd_ = -1;
+  std::int64_t unsynced_ = 0;  // bytes written since write-back was last started
 };
 
 class MpiReader final : public FileReader {
@@ -250,29 +259,31 @@ std::unique_ptr<FileWriter> open_temporary_writer(const std::string& path, const
 
 bool will_map(int fd, const WritePolicy& policy, bool hdf5) { return maps_output(map_choice(fd, policy, hdf5)); }
 
-void FileWriter::write_fields(const std::byte* records, std::int64_t count, std::int64_t stride,
-                              const std::vector<FieldCopy>& fields) {
-  // Records in pieces of bounded staging memory, each read once: every field of a piece staged,
-  // then each field's piece written at its place.
-  constexpr std::int64_t kStagingBytes = std::int64_t{8} << 20;
+bool FileWriter::write_fields(const std::byte* records, std::int64_t count, std::int64_t stride,
+                              const std::vector<FieldCopy>& fields, const RecordCheck& check) {
+  // Records in pieces whose staged fields stay in a core's cache (each record read once), every
+  // field of a piece split out by one pass, then each field's piece written at its place: the
+  // write's copy reads the staging from the cache, so the split costs about what the copy does.
   std::int64_t field_bytes = 0;
   for (const FieldCopy& field : fields) field_bytes += field.bytes;
-  if (field_bytes <= 0) return;
+  if (field_bytes <= 0) return true;
   const std::int64_t per_piece = std::max<std::int64_t>(1, kStagingBytes / field_bytes);
   std::vector<std::vector<std::byte>> staging(fields.size());
+  std::vector<std::byte*> out(fields.size());
+  std::vector<std::byte> keys(check != nullptr ? static_cast<std::size_t>(8 * std::min(per_piece, count)) : 0);
   for (std::int64_t done = 0; done < count;) {
     const std::int64_t c = std::min(per_piece, count - done);
-    for (std::size_t f = 0; f < fields.size(); ++f) staging[f].resize(static_cast<std::size_t>(c * fields[f].bytes));
-    for (std::int64_t t = 0; t < c; ++t) {
-      const std::byte* record = records + (done + t) * stride;
-      for (std::size_t f = 0; f < fields.size(); ++f)
-        std::memcpy(staging[f].data() + t * fields[f].bytes, record + fields[f].record_offset,
-                    static_cast<std::size_t>(fields[f].bytes));
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      staging[f].resize(static_cast<std::size_t>(c * fields[f].bytes));
+      out[f] = staging[f].data();
     }
+    scatter_fields(records + done * stride, c, stride, fields, out.data(), check != nullptr ? keys.data() : nullptr);
+    if (check != nullptr && !check(done, c, keys.data())) return false;
     for (std::size_t f = 0; f < fields.size(); ++f)
       if (fields[f].bytes > 0) write_at(fields[f].file_offset + done * fields[f].bytes, staging[f].data(), c * fields[f].bytes);
     done += c;
   }
+  return true;
 }
 
 void read_fully(int fd, std::int64_t offset, void* destination, std::int64_t bytes, const std::string& path) {

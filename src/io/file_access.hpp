@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,21 +49,38 @@ struct WriterReport {
   std::int64_t small_extents = 0; // whole 2 MiB extents that stayed in 4 KiB pages
 };
 
+// A check of records [first, first + count) of a write_fields call (numbered from its first
+// record): `keys` holds their first 8 bytes (block-row and block-column, COL380's record),
+// record first + t's at keys + 8 t, split out by the copy into a small array in the core's cache.
+// Run on the copying threads, several pieces at once. False: the records must not be written.
+using RecordCheck = std::function<bool(std::int64_t first, std::int64_t count, const std::byte* keys)>;
+
 class FileWriter {
  public:
   virtual ~FileWriter() = default;
   virtual void write_at(std::int64_t offset, const void* source, std::int64_t bytes) = 0;
-  // Scatters the fields of `count` records of `stride` bytes (FieldCopy). The default stages each
-  // field in bounded pieces and writes it with write_at; a mapped writer copies straight into the
-  // file's pages with its threads.
-  virtual void write_fields(const std::byte* records, std::int64_t count, std::int64_t stride,
-                            const std::vector<FieldCopy>& fields);
+  // Scatters the fields of `count` records of `stride` bytes (FieldCopy; records of at least 8
+  // bytes where `check` is given), each piece of them passed to `check` (where given) as it is
+  // copied. Returns false where a check failed: the write then stopped, and the fields' bytes of
+  // this call are undefined. The default stages each field in cache-sized pieces and writes it
+  // with write_at; a mapped writer copies straight into the file's pages with its threads.
+  virtual bool write_fields(const std::byte* records, std::int64_t count, std::int64_t stride,
+                            const std::vector<FieldCopy>& fields, const RecordCheck& check = nullptr);
   // The byte ranges this rank will write, said ahead: a mapped writer on tmpfs prepares their
   // pages (huge folios where it can) on `threads` threads of its own beside the compute, so that
   // the writes find them; others ignore it. Ranges must lie inside the file.
   virtual void prepare_ahead(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges, int threads) {
     (void)ranges;
     (void)threads;
+  }
+  // Ranges said ahead with no threads (prepare_ahead(ranges, 0)) can be prepared by the caller's,
+  // a step at a time: how many steps they make (0: nothing to prepare), and step `step` (steps in
+  // the ranges' order; any number at once, beside the writes, until sync_and_close). 0, or an
+  // errno that the writes will meet too.
+  virtual std::int64_t ahead_steps() const { return 0; }
+  virtual int prepare_step(std::int64_t step) {
+    (void)step;
+    return 0;
   }
   // Collective: flush to stable storage and close.
   virtual void sync_and_close() = 0;

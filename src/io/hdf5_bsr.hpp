@@ -109,9 +109,11 @@ class BsrContentWriter {
   void write_indptr(std::int64_t first_row, const std::int64_t* values, std::int64_t count);
   // Blocks [first_block, first_block + count) from records of the header's width: their
   // block-columns into /indices and their values into /data (the records' rows are not stored),
-  // through FileWriter::write_fields. For a part file, blocks are numbered within the part and
-  // the header's nnzb is the part's.
-  void write_records(std::int64_t first_block, std::int64_t count, const std::byte* records);
+  // through FileWriter::write_fields, which passes them to `check` first (where given): false
+  // where it refused some (nothing more is written; the blocks' bytes are then undefined). For a
+  // part file, blocks are numbered within the part and the header's nnzb is the part's.
+  bool write_records(std::int64_t first_block, std::int64_t count, const std::byte* records,
+                     const RecordCheck& check = nullptr);
   std::int64_t bytes_written() const { return written_; }
 
  private:

@@ -249,8 +249,9 @@ void BsrContentWriter::write_indptr(std::int64_t first_row, const std::int64_t* 
   written_ += 8 * count;
 }
 
-void BsrContentWriter::write_records(std::int64_t first_block, std::int64_t count, const std::byte* records) {
-  if (count == 0) return;
+bool BsrContentWriter::write_records(std::int64_t first_block, std::int64_t count, const std::byte* records,
+                                     const RecordCheck& check) {
+  if (count == 0) return true;
   if (first_block < 0 || first_block + count > header_.nnzb)
     throw Error(ExitCode::other, "internal error: blocks [" + std::to_string(first_block) + ", " +
                                      std::to_string(first_block + count) + ") outside the file's " +
@@ -258,10 +259,13 @@ void BsrContentWriter::write_records(std::int64_t first_block, std::int64_t coun
   const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
   // Each record's block-column into /indices, its values into /data: one copy, by the file's
   // writer (several threads into shared maps where it maps).
-  file_.write_fields(records, count, 8 + value_bytes,
-                     {FieldCopy{4, 4, layout_.indices + 4 * first_block},
-                      FieldCopy{8, value_bytes, layout_.data + value_bytes * first_block}});
+  if (!file_.write_fields(records, count, 8 + value_bytes,
+                          {FieldCopy{4, 4, layout_.indices + 4 * first_block},
+                           FieldCopy{8, value_bytes, layout_.data + value_bytes * first_block}},
+                          check))
+    return false;
   written_ += (4 + value_bytes) * count;
+  return true;
 }
 
 }  // namespace blockmm::io

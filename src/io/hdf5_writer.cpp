@@ -9,8 +9,12 @@
 // A parted output (--parts, docs/output.md) keeps /indptr in that file and the blocks in part
 // files beside it, several a rank (part_files.hpp): the main file's /indices and /data are
 // virtual datasets over them. The parts are renamed into place first, the main file last.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -18,6 +22,7 @@
 #include "io/atomic_output.hpp"
 #include "io/file_access.hpp"
 #include "io/hdf5_bsr.hpp"
+#include "io/mapped_writer.hpp"
 #include "io/output_parts.hpp"
 #include "io/part_files.hpp"
 #include "io/product_writer.hpp"
@@ -30,6 +35,17 @@ std::unique_ptr<ProductWriter> make_hdf5_product_writer(const std::string& targe
 namespace {
 
 [[noreturn]] void internal(const std::string& what) { throw Error(ExitCode::other, "internal error: " + what); }
+
+// Whether the file `path` names can take huge folios (huge_folios_possible, mapped_writer.hpp):
+// rank 0's temporary through /proc/self/fd (AtomicOutput::path_for_library), only its file system
+// asked about.
+bool takes_huge_folios(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool huge = huge_folios_possible(fd);
+  ::close(fd);
+  return huge;
+}
 
 class Hdf5ProductWriter final : public ProductWriter {
  public:
@@ -62,11 +78,15 @@ class Hdf5ProductWriter final : public ProductWriter {
     header_.nnzb = total_tiles;
     header_.width = ValueWidth::u32;
     const std::int64_t value_bytes = static_cast<std::int64_t>(header_.width) * header_.block_values();
-    // Parts: how many each rank writes (none: one file).
+    // Parts: how many each rank writes (none: one file), knowing whether rank 0's temporary takes
+    // huge folios (then one file).
+    std::string huge;
+    if (comm_.is_root()) huge = policy_.write.huge && takes_huge_folios(output_.path_for_library()) ? "huge" : "";
+    comm_.broadcast(huge, 0);
     std::vector<std::int64_t> counts;
     comm_.run_phase([&] {
       const int mine = parts_for_rank(policy_, comm_.size(), total_tiles * (4 + value_bytes),
-                                      !output_.tmpfs_huge_settings().empty(), pattern.tiles(),
+                                      !output_.tmpfs_huge_settings().empty(), !huge.empty(), pattern.tiles(),
                                       pattern.tiles() * (4 + value_bytes));
       counts = comm_.gather_all(std::int64_t{mine});
     });
@@ -74,7 +94,7 @@ class Hdf5ProductWriter final : public ProductWriter {
     for (std::int64_t c : counts) parts += c;
     if (parts >= 2) {
       const std::vector<std::int64_t> firsts = comm_.gather_all(first_tile);
-      part_files_ = std::make_unique<PartFiles>(output_.target(), comm_, header_, counts, firsts, tiles, policy_);
+      part_files_ = std::make_unique<PartFiles>(output_.target(), comm_, header_, counts, firsts, tiles, policy_, !huge.empty());
     }
 
     std::string layout_text;
@@ -121,13 +141,26 @@ class Hdf5ProductWriter final : public ProductWriter {
   }
 
   void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
-    check_records(first_tile, count, records);
-    pieces_.write(first_tile, count, records, [this](std::int64_t first, std::int64_t c, const std::byte* bytes) {
-      if (part_files_ != nullptr)
-        part_files_->write(first_tile_ + first, c, bytes);
-      else
-        content_->write_records(first_tile_ + first, c, bytes);
+    check_range(first_tile, count);
+    // The records are checked as they are split, piece by piece on the copying threads, while a
+    // piece is in the core's cache (a pass of its own over a chunk read it once more, on this
+    // thread alone). With labels they are checked before their indices are mapped back.
+    const bool checked_apart = labels_ != nullptr;
+    if (checked_apart) check_records(first_tile, count, records);
+    bool followed = true;
+    pieces_.write(first_tile, count, records, [&](std::int64_t first, std::int64_t c, const std::byte* bytes) {
+      RecordCheck check;
+      if (!checked_apart)
+        check = [this, first, bytes](std::int64_t t, std::int64_t n, const std::byte* keys) {
+          return records_follow(first, bytes, t, n, keys);
+        };
+      followed = followed && (part_files_ != nullptr ? part_files_->write(first_tile_ + first, c, bytes, check)
+                                                     : content_->write_records(first_tile_ + first, c, bytes, check));
     });
+    if (!followed) {
+      check_records(first_tile, count, records);  // says which record
+      internal("the HDF5 writer's check refused records its second look accepts");
+    }
     tiles_written_ += count;
     if (part_files_ == nullptr) written_ += count * (4 + 4 * header_.block_values());
   }
@@ -228,7 +261,8 @@ class Hdf5ProductWriter final : public ProductWriter {
   // neighbour's rows this rank computed, partition/row_sharing.hpp) must lie inside the product,
   // in the order of the file. Writes may come in any order, one at a time (possibly from a helper
   // thread); finish() checks that they add up.
-  void check_records(std::int64_t first_tile, std::int64_t count, const std::byte* records) const {
+  // The write's range: inside the panel or wholly outside it, inside the product.
+  void check_range(std::int64_t first_tile, std::int64_t count) const {
     const std::int64_t panel_tiles = row_ptr_.back();
     const bool in_panel = first_tile >= 0 && first_tile + count <= panel_tiles;
     const bool in_product = first_tile_ + first_tile >= 0 && first_tile_ + first_tile + count <= header_.nnzb;
@@ -237,31 +271,79 @@ class Hdf5ProductWriter final : public ProductWriter {
       internal("the HDF5 writer got tiles [" + std::to_string(first_tile) + ", " + std::to_string(first_tile + count) +
                ") of a panel of " + std::to_string(panel_tiles) + " starting at " + std::to_string(first_tile_) +
                " of " + std::to_string(header_.nnzb));
+  }
+
+  // The records of a write (check_range passed) that start at tile `first_tile`: the first of
+  // records [t0, t1) that does not follow (-1 where all do), record t0 - 1 the one before t0.
+  // Thread-safe: called on the copying threads.
+  std::int64_t first_stray(std::int64_t first_tile, const std::byte* records, std::int64_t t0, std::int64_t t1) const {
     const std::int64_t stride = record_bytes<std::uint32_t>(header_.m);
+    const bool in_panel = first_tile >= 0 && first_tile < row_ptr_.back();
     // With labels, indices are labels: below their count (and so below p).
     const std::int64_t p = labels_ != nullptr ? static_cast<std::int64_t>(labels_->size()) : header_.block_rows();
+    const std::int64_t panel_rows = static_cast<std::int64_t>(row_ptr_.size()) - 1;
     std::int64_t row = 0;  // the panel's row holding the tile (in_panel)
-    if (in_panel && count > 0)
-      row = std::upper_bound(row_ptr_.begin(), row_ptr_.end(), first_tile) - row_ptr_.begin() - 1;
+    if (in_panel && t1 > t0)
+      row = std::upper_bound(row_ptr_.begin(), row_ptr_.end(), first_tile + t0) - row_ptr_.begin() - 1;
     std::int32_t previous_i = -1, previous_j = -1;
-    for (std::int64_t t = 0; t < count; ++t) {
-      const std::int64_t tile = first_tile + t;
+    if (t0 > 0) {
+      previous_i = record_row(records + (t0 - 1) * stride);
+      previous_j = record_col(records + (t0 - 1) * stride);
+    }
+    for (std::int64_t t = t0; t < t1; ++t) {
       const std::byte* record = records + t * stride;
       const std::int32_t i = record_row(record);
       const std::int32_t j = record_col(record);
       bool follows = i >= 0 && i < p && j >= 0 && j < p && (i > previous_i || (i == previous_i && j > previous_j));
       if (in_panel) {
-        while (row_ptr_[static_cast<std::size_t>(row) + 1] <= tile) ++row;
+        while (row_ptr_[static_cast<std::size_t>(row) + 1] <= first_tile + t) ++row;
         follows = follows && i == row_begin_ + row;
       } else {
-        follows = follows && (i < row_begin_ || i >= row_begin_ + static_cast<std::int64_t>(row_ptr_.size()) - 1);
+        follows = follows && (i < row_begin_ || i >= row_begin_ + panel_rows);
       }
-      if (!follows)
-        internal("output tile " + std::to_string(tile) + " is block (" + std::to_string(i) + ", " + std::to_string(j) +
-                 "), which does not follow the panel's pattern");
+      if (!follows) return t;
       previous_i = i;
       previous_j = j;
     }
+    return -1;
+  }
+
+  // Whether records [t0, t0 + n) of a write starting at tile `first_tile` follow, as first_stray
+  // says; `keys` holds their block-rows and block-columns (RecordCheck). The panel's own records
+  // (every write but a neighbour's tiles) are checked from the keys, a row at a time, without a
+  // branch a record: block-rows follow from the rows, so only each row's block-columns need to
+  // ascend. Thread-safe.
+  bool records_follow(std::int64_t first_tile, const std::byte* records, std::int64_t t0, std::int64_t n,
+                      const std::byte* keys) const {
+    if (first_tile < 0 || first_tile >= row_ptr_.back() || labels_ != nullptr) return first_stray(first_tile, records, t0, t0 + n) < 0;
+    const std::int64_t stride = record_bytes<std::uint32_t>(header_.m);
+    const std::int64_t p = header_.block_rows();
+    auto row = static_cast<std::size_t>(std::upper_bound(row_ptr_.begin(), row_ptr_.end(), first_tile + t0) - row_ptr_.begin() - 1);
+    bool follows = true;
+    for (std::int64_t t = t0; t < t0 + n; ++row) {
+      const std::int64_t row_end = std::min(t0 + n, row_ptr_[row + 1] - first_tile);
+      const std::int64_t expected_i = row_begin_ + static_cast<std::int64_t>(row);
+      // The block-column before: the row's previous tile where this write holds it, else none.
+      std::int64_t previous_j = -1;
+      if (t > 0 && first_tile + t > row_ptr_[row]) previous_j = record_col(records + (t - 1) * stride);
+      for (; t < row_end; ++t) {
+        std::int32_t key[2];
+        std::memcpy(key, keys + 8 * (t - t0), sizeof key);
+        const std::int64_t j = key[1];
+        follows &= (key[0] == expected_i) & (j > previous_j) & (j < p);
+        previous_j = j;
+      }
+    }
+    return follows;
+  }
+
+  // The whole write, on this thread; an internal error naming the first record that does not follow.
+  void check_records(std::int64_t first_tile, std::int64_t count, const std::byte* records) const {
+    const std::int64_t t = first_stray(first_tile, records, 0, count);
+    if (t < 0) return;
+    const std::byte* record = records + t * record_bytes<std::uint32_t>(header_.m);
+    internal("output tile " + std::to_string(first_tile + t) + " is block (" + std::to_string(record_row(record)) + ", " +
+             std::to_string(record_col(record)) + "), which does not follow the panel's pattern");
   }
 
   const comm::Communicator& comm_;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <system_error>
 
 #include "core/error.hpp"
 #include "io/mapped_writer.hpp"
@@ -33,12 +34,12 @@ Published parse_published(const std::string& text) {
 
 }  // namespace
 
-int parts_for_rank(const OutputPolicy& policy, int ranks, std::int64_t total_bytes, bool tmpfs, std::int64_t my_tiles,
-                   std::int64_t my_bytes) {
+int parts_for_rank(const OutputPolicy& policy, int ranks, std::int64_t total_bytes, bool tmpfs, bool huge,
+                   std::int64_t my_tiles, std::int64_t my_bytes) {
   if (my_tiles <= 0 || policy.parts == OutputPolicy::kPartsOff) return 0;
   std::int64_t want = 0;
   if (policy.parts == OutputPolicy::kPartsAuto) {
-    if (!tmpfs || total_bytes < kAutoPartsMinBytes || policy.prepare_ahead_threads <= 0) return 0;
+    if (!tmpfs || huge || total_bytes < kAutoPartsMinBytes || policy.prepare_ahead_threads <= 0) return 0;
     want = std::min<std::int64_t>(policy.write.threads, (my_bytes + kAutoPartBytes - 1) / kAutoPartBytes);
   } else {
     want = (policy.parts + ranks - 1) / std::max(1, ranks);
@@ -59,7 +60,7 @@ struct PartFiles::Part {
 
 PartFiles::PartFiles(const std::string& target, const comm::Communicator& comm, const BsrHeader& header,
                      const std::vector<std::int64_t>& counts, const std::vector<std::int64_t>& first_tile,
-                     const std::vector<std::int64_t>& tiles, const OutputPolicy& policy)
+                     const std::vector<std::int64_t>& tiles, const OutputPolicy& policy, bool huge)
     : comm_(comm), single_(comm::CommunicatorOptions{}), target_(target), header_(header), policy_(policy) {
   comm_.run_phase([&] {
     if (comm_.is_root()) generation_ = fresh_part_generation(target_);
@@ -93,10 +94,8 @@ PartFiles::PartFiles(const std::string& target, const comm::Communicator& comm, 
       const std::int64_t end = std::max(part->layout.indices + 4 * spec.blocks, part->layout.data + value_bytes * spec.blocks);
       part->file = part->output->open_writer(end, policy_.write, true);
       part->content = std::make_unique<BsrContentWriter>(*part->file, part->header, part->layout);
-      // One thread a part prepares its pages beside the compute: the page cache takes the output
-      // into several files at once, where one file takes it at one file's pace.
-      part->file->prepare_ahead({{part->layout.indices, 4 * spec.blocks}, {part->layout.data, value_bytes * spec.blocks}},
-                                policy_.prepare_ahead_threads > 0 ? 1 : 0);
+      // Prepared by the rank's preparing threads (start_preparing), not threads of the part's own.
+      part->file->prepare_ahead({{part->layout.indices, 4 * spec.blocks}, {part->layout.data, value_bytes * spec.blocks}}, 0);
       std::ostringstream line;
       line << k << ' ' << part->output->device() << ' ' << part->output->inode() << ' ' << part->layout.indices << ' '
            << part->layout.data << ' ' << part->output->temporary_path() << '\n';
@@ -118,9 +117,54 @@ PartFiles::PartFiles(const std::string& target, const comm::Communicator& comm, 
       if (r != comm_.rank()) armed_.push_back(arm_temporary_cleanup(parse_published(line).temporary));
     }
   }
+  start_preparing(huge);
+}
+
+void PartFiles::start_preparing(bool huge) {
+  // Steps of the own parts in the order the preparing threads take them: where the pages go into
+  // huge folios, front first across the parts (each part's steps, part after part: the pages the
+  // writes reach next are ready first, as for one file); in 4 KiB pages, where one file's page
+  // index is the bound, a step of each part in turn, so that the threads fill several files at once.
+  std::vector<std::vector<std::pair<FileWriter*, std::int64_t>>> by_part;
+  for (auto& [k, part] : parts_) {
+    if (part->output == nullptr) continue;
+    by_part.emplace_back();
+    for (std::int64_t s = 0; s < part->file->ahead_steps(); ++s) by_part.back().emplace_back(part->file.get(), s);
+  }
+  for (std::size_t round = 0, left = 1; left > 0; ++round) {
+    left = 0;
+    for (auto& steps : by_part) {
+      if (huge) {
+        ahead_steps_.insert(ahead_steps_.end(), steps.begin(), steps.end());
+        steps.clear();
+      } else if (round < steps.size()) {
+        ahead_steps_.push_back(steps[round]);
+        left += round + 1 < steps.size() ? 1 : 0;
+      }
+    }
+  }
+  const std::int64_t threads = std::min<std::int64_t>(policy_.prepare_ahead_threads, static_cast<std::int64_t>(ahead_steps_.size()));
+  for (std::int64_t t = 0; t < threads; ++t) {
+    try {
+      preparers_.emplace_back([this] {
+        for (std::size_t s; !stop_preparing_.load(std::memory_order_relaxed) &&
+                            (s = next_step_.fetch_add(1, std::memory_order_relaxed)) < ahead_steps_.size();)
+          if (ahead_steps_[s].first->prepare_step(ahead_steps_[s].second) != 0) return;  // the writes meet it too
+      });
+    } catch (const std::system_error&) {
+      break;  // fewer threads: the writes prepare their own pages
+    }
+  }
+}
+
+void PartFiles::stop_preparing() {
+  stop_preparing_.store(true);
+  for (std::thread& t : preparers_) t.join();
+  preparers_.clear();
 }
 
 PartFiles::~PartFiles() {
+  stop_preparing();
   for (int slot : armed_) disarm_temporary_cleanup(slot);
   if (!committed_ || confirmed_) return;
   // The main file never came: the parts renamed already go again (only the files renamed).
@@ -149,24 +193,30 @@ PartFiles::Part& PartFiles::part_for(std::size_t k) {
   return *(parts_[k] = std::move(part));
 }
 
-void PartFiles::write(std::int64_t first, std::int64_t count, const std::byte* records) {
+bool PartFiles::write(std::int64_t first, std::int64_t count, const std::byte* records, const RecordCheck& check) {
   const std::int64_t stride = header_.record_bytes();
-  while (count > 0) {
+  for (std::int64_t done = 0; count > 0;) {
     const auto k = static_cast<std::size_t>(
         std::upper_bound(specs_.begin(), specs_.end(), first, [](std::int64_t b, const BsrPartSpec& s) { return b < s.first; }) -
         specs_.begin() - 1);
     const BsrPartSpec& spec = specs_.at(k);
     const std::int64_t n = std::min(count, spec.first + spec.blocks - first);
     if (n <= 0) throw Error(ExitCode::other, "internal error: " + target_ + ": block " + std::to_string(first) + " in no part");
-    part_for(k).content->write_records(first - spec.first, n, records);
+    RecordCheck in_part;  // the part's records are those from `done` on of this write
+    if (check != nullptr)
+      in_part = [&check, done](std::int64_t t, std::int64_t c, const std::byte* keys) { return check(done + t, c, keys); };
+    if (!part_for(k).content->write_records(first - spec.first, n, records, in_part)) return false;
     written_ += n * (stride - 4);
     records += n * stride;
     first += n;
     count -= n;
+    done += n;
   }
+  return true;
 }
 
 void PartFiles::close() {
+  stop_preparing();
   comm_.run_phase([&] {
     for (auto& [k, part] : parts_) part->file->sync_and_close();
   });

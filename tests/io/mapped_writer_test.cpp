@@ -4,7 +4,9 @@
 // read(2)); the reservation fails with the file system's reason (a file-size limit: EFBIG, never
 // SIGXFSZ or a SIGBUS later); a file that cannot be mapped yields no writer; the thread count
 // follows BLOCKMM_WRITE_THREADS within its limits; fields scattered into the map (an HDF5
-// output's) land where they say; on tmpfs the output goes into huge folios where the kernel can.
+// output's) land where they say; on tmpfs the output goes into huge folios where the kernel can,
+// and ranges said ahead are written through the file's one map, their pages prepared beside the
+// writes, exactly as any other.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -24,48 +26,10 @@
 
 #include "core/error.hpp"
 #include "io/mapped_writer.hpp"
+#include "io/temp_file.hpp"
 
 namespace blockmm::io {
 namespace {
-
-std::string default_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
-}
-
-bool is_tmpfs(const std::string& dir) {
-  struct statfs fs {};
-  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
-}
-
-class TempFile {
- public:
-  explicit TempFile(const std::string& dir = default_dir()) {
-    path_ = dir + "/blockmm-mapped-XXXXXX";
-    fd_ = ::mkstemp(path_.data());
-    if (fd_ < 0) throw std::runtime_error("mkstemp failed");
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    ::unlink(path_.c_str());
-  }
-  // A second descriptor (the writer takes the one it is given).
-  int dup() const { return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0); }
-  std::vector<unsigned char> contents() const {
-    std::vector<unsigned char> bytes;
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return bytes;
-    unsigned char buffer[1 << 16];
-    for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) bytes.insert(bytes.end(), buffer, buffer + got);
-    ::close(fd);
-    return bytes;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 class EnvVar {
  public:
@@ -92,8 +56,7 @@ class MappedWriterThreads : public ::testing::TestWithParam<int> {};
 TEST_P(MappedWriterThreads, RandomWritesLandExactlyWhereTheySay) {
   const int threads = GetParam();
   std::mt19937_64 rng(1600 + threads);
-  std::vector<std::string> dirs{default_dir()};
-  if (is_tmpfs("/dev/shm") && !is_tmpfs(default_dir())) dirs.push_back("/dev/shm");
+  const std::vector<std::string> dirs = test_dirs();
   for (const std::string& dir : dirs)
   for (const std::int64_t size : {std::int64_t{1}, std::int64_t{4095}, std::int64_t{12} << 20, (std::int64_t{37} << 20) + 13}) {
     SCOPED_TRACE(dir + ", " + std::to_string(size) + " bytes");
@@ -154,13 +117,16 @@ TEST(MappedWriter, FileShrunkUnderTheMapIsAnErrorNotASigbus) {
 #if !defined(MADV_POPULATE_WRITE)
   GTEST_SKIP() << "built without MADV_POPULATE_WRITE";
 #else
+  // Also into pages prepared ahead (tmpfs), which the copy then finds gone.
+  for (const std::string& dir : test_dirs())
   for (const int threads : {1, 8}) {
-    SCOPED_TRACE(threads);
-    TempFile file;
+    SCOPED_TRACE(dir + ", " + std::to_string(threads) + " threads");
+    TempFile file(dir);
     const std::int64_t size = std::int64_t{8} << 20;
     ASSERT_TRUE(reserve_file_space(file.dup(), size, "C.bin", file.path()));
     std::unique_ptr<FileWriter> writer = make_mapped_writer(file.dup(), size, threads, "C.bin");
     ASSERT_NE(writer, nullptr);
+    writer->prepare_ahead({{0, size}}, 2);
     std::vector<unsigned char> bytes(static_cast<std::size_t>(size), 7);
     writer->write_at(0, bytes.data(), 4096);
     ASSERT_EQ(::truncate(file.path().c_str(), 4096), 0);
@@ -276,8 +242,7 @@ TEST(MappedWriter, MapChoiceFollowsTheMeasurements) {
 // without huge folios and with pages prepared ahead; the file holds exactly what was written.
 TEST(MappedWriter, ScatteredFieldsLandExactlyWhereTheySay) {
   std::mt19937_64 rng(4242);
-  std::vector<std::string> dirs{default_dir()};
-  if (is_tmpfs("/dev/shm") && !is_tmpfs(default_dir())) dirs.push_back("/dev/shm");
+  const std::vector<std::string> dirs = test_dirs();
   for (const std::string& dir : dirs)
     for (const bool huge : {false, true})
       for (const int threads : {1, 3}) {
@@ -313,6 +278,48 @@ TEST(MappedWriter, ScatteredFieldsLandExactlyWhereTheySay) {
           EXPECT_EQ(report.huge_extents, 0);
         }
       }
+}
+
+// Ranges said ahead on tmpfs go through the file's one map, their pages prepared by threads of
+// the writer beside the writes (mapped_writer.cpp), its windows released as they fill: writes in
+// any order, from a byte to several MiB, inside the ranges or across their ends and the gap
+// between them (those map their own range), land exactly where they say.
+TEST(MappedWriter, WritesIntoRangesSaidAheadLandExactlyWhereTheySay) {
+  std::string dir = default_dir();
+  if (!is_tmpfs(dir)) dir = "/dev/shm";
+  if (!is_tmpfs(dir)) GTEST_SKIP() << "no tmpfs here: ranges said ahead are prepared on tmpfs only";
+  std::mt19937_64 rng(77);
+  const std::int64_t size = (std::int64_t{66} << 20) + 4321;  // two windows of the file's map
+  const std::int64_t gap_begin = (std::int64_t{30} << 20) + 17, gap_end = gap_begin + 5000;
+  std::vector<unsigned char> pool(std::size_t{6} << 20);  // the bytes written: slices of it
+  for (unsigned char& c : pool) c = static_cast<unsigned char>(rng());
+  for (const auto& [huge, threads] : {std::pair<bool, int>{true, 3}, {false, 1}}) {
+      SCOPED_TRACE(std::string(huge ? "huge" : "4 KiB") + ", " + std::to_string(threads) + " threads");
+      TempFile file(dir);
+      ASSERT_TRUE(reserve_file_space(file.dup(), size, "C.bin", file.path()));
+      std::unique_ptr<FileWriter> writer = make_mapped_writer(file.dup(), size, threads, "C.bin", huge);
+      ASSERT_NE(writer, nullptr);
+      writer->prepare_ahead({{4109, gap_begin - 4109}, {gap_end, size - 999 - gap_end}}, 2);
+      std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
+      for (std::int64_t at = 0; at < size;) {
+        const std::int64_t limit = std::uniform_int_distribution<int>(0, 4)(rng) == 0 ? 300 : (std::int64_t{5} << 20);
+        std::int64_t n = std::min(size - at, std::uniform_int_distribution<std::int64_t>(1, limit)(rng));
+        for (const std::int64_t edge : {std::int64_t{4109}, gap_begin, gap_end, size - 999})  // mostly inside one range
+          if (at < edge && at + n > edge && rng() % 4 != 0) n = edge - at;
+        pieces.emplace_back(at, n);
+        at += n;
+      }
+      std::shuffle(pieces.begin(), pieces.end(), rng);
+      std::vector<unsigned char> expected(static_cast<std::size_t>(size), 0);
+      for (const auto& [offset, bytes] : pieces) {
+        const unsigned char* source = pool.data() + rng() % (pool.size() - static_cast<std::size_t>(bytes));
+        writer->write_at(offset, source, bytes);
+        std::copy(source, source + bytes, expected.begin() + offset);
+      }
+      writer->sync_and_close();
+      writer.reset();
+      EXPECT_TRUE(file.contents() == expected) << "the file differs from the bytes written";
+    }
 }
 
 // On tmpfs, where the kernel can (Linux 6.1), the written extents become huge folios, and the

@@ -13,11 +13,16 @@ void ChunkPipeline::run(const std::vector<OutputChunk>& chunks, std::int64_t str
   std::int64_t buffer_tiles = 0;
   for (const OutputChunk& c : chunks) buffer_tiles = std::max(buffer_tiles, c.tiles);
   for (int s = 0; s < 2; ++s) d_out_[s] = DeviceArray<std::byte>(static_cast<std::size_t>(buffer_tiles * stride));
-  // Host slots: the staging ring, or two record-sized buffers for records larger than a slot.
+  // Host slots: the staging ring's slots, in pieces of kSlotsPerPiece neighbours where they lie
+  // side by side (pinned as one region), else one each; or two record-sized buffers for records
+  // larger than a slot. A larger piece is a larger write: its copy is split among the writer's
+  // threads once, where each write costs the writer a start of its threads and a page-table walk.
   std::vector<std::byte*> host_slots;
   std::int64_t slot_bytes = StagingBuffers::kSlotBytes;
   if (stride <= slot_bytes) {
-    for (int s = 0; s < slot_count_; ++s) host_slots.push_back(slots_.slot(s));
+    const int group = neighbours(kSlotsPerPiece) ? kSlotsPerPiece : 1;
+    for (int s = 0; s + group <= slot_count_; s += group) host_slots.push_back(slots_.slot(s));
+    slot_bytes *= group;
   } else {
     slot_bytes = stride;
     for (PinnedBuffer& big : big_slots_) {
@@ -87,6 +92,14 @@ void ChunkPipeline::run(const std::vector<OutputChunk>& chunks, std::int64_t str
   float ms = 0;
   BLOCKMM_CUDA_CHECK(cudaEventElapsedTime(&ms, span_start_.get(), span_end_.get()));
   timeline_.device_span += ms / 1e3;
+}
+
+bool ChunkPipeline::neighbours(int group) const {
+  if (slot_count_ < 2 * group) return false;  // two pieces at least: one copied while the other is written
+  for (int s = 0; s + group <= slot_count_; s += group)
+    for (int k = 1; k < group; ++k)
+      if (slots_.slot(s + k) != slots_.slot(s) + k * StagingBuffers::kSlotBytes) return false;
+  return true;
 }
 
 }  // namespace blockmm::kernels::cuda

@@ -1,9 +1,10 @@
 // The numeric phase's streams, events and output buffers in one owner: chunk c computes on one
 // stream into one of two device buffers while chunk c-1 is copied back on another, through a
-// ring of small pinned slots (the build's staging buffers: pinning costs about as much as
-// copying, so no chunk-sized buffer is pinned), and handed to the sink slot by slot, so that the
-// file write overlaps the GPU work. Both numeric paths (sparse_numeric.cuh, dense_numeric.cuh)
-// run their chunks through it.
+// ring of pinned slots (the build's staging buffers: pinning costs about as much as copying, so
+// no chunk-sized buffer is pinned), and handed to the sink piece by piece (16 MiB: four slots
+// side by side), so that the file write overlaps the GPU work and each piece's copy-back runs
+// while the piece before it is written. Both numeric paths (sparse_numeric.cuh,
+// dense_numeric.cuh) run their chunks through it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -70,6 +71,12 @@ class ChunkPipeline {
            NumericReport& report, const Enqueue& enqueue);
 
  private:
+  // Slots handed to the sink as one piece where they lie side by side: the writer splits a piece
+  // among its threads (io/mapped_writer.hpp), and fewer, larger writes cost it less.
+  static constexpr int kSlotsPerPiece = 4;
+  // Whether the ring's slots lie side by side in runs of `group`, and make two pieces or more.
+  bool neighbours(int group) const;
+
   const StagingBuffers& slots_;
   int slot_count_;
   Stream compute_;

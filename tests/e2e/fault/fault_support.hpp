@@ -1,18 +1,21 @@
 // What the fault tests of the blockmm executable share (fault_test.cpp, output_fault_test.cpp,
-// input_fault_test.cpp, mpi_fault_test.cpp): child processes that a test signals while they run
-// (with their own process group, a deadline and their peak memory), the temporary output a run
-// creates, a long run's inputs, small valid inputs, the one-line error check, and mpiexec's
-// command line.
+// input_fault_test.cpp, mpi_fault_test.cpp, prepared_fault_test.cpp): child processes that a test
+// signals while they run (with their own process group, a deadline and their peak memory), the
+// temporary output a run creates, a long run's inputs, small valid inputs, the one-line error
+// check, a tmpfs mounted for a test, and mpiexec's command line.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -198,6 +201,32 @@ inline RunOptions within(double seconds) {
   options.timeout_seconds = seconds;
   return options;
 }
+
+// A tmpfs of `kilobytes` mounted on `dir` for the scope (mounted() false where mounting is not
+// allowed: the test then skips, giving why()).
+class MountedTmpfs {
+ public:
+  MountedTmpfs(const std::string& dir, int kilobytes) : dir_(dir) {
+    const std::string options = "size=" + std::to_string(kilobytes) + "k,mode=0755";
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) == 0) {
+      mounted_ = true;
+    } else {
+      why_ = std::strerror(errno);
+    }
+  }
+  ~MountedTmpfs() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  MountedTmpfs(const MountedTmpfs&) = delete;
+  MountedTmpfs& operator=(const MountedTmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+  std::string why_;
+};
 
 inline constexpr const char* kPrevious = "the previous output, which a failed run must leave alone\n";
 

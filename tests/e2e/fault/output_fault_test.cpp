@@ -3,7 +3,6 @@
 // blockmm and its tools. In every case exit 4, one line, no output or temporary file, and an
 // existing output untouched.
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -37,35 +36,12 @@ TEST(FaultOutput, DevFullHdf5GivesExit4) {
   EXPECT_TRUE(temporaries("/dev", "full").empty()) << "a temporary file was left in /dev";
 }
 
-// A tmpfs of `kilobytes` mounted on `dir` for the scope; skips the test where mounting is not allowed.
-class TinyTmpfs {
- public:
-  TinyTmpfs(const std::string& dir, int kilobytes) : dir_(dir) {
-    const std::string options = "size=" + std::to_string(kilobytes) + "k,mode=0755";
-    if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) == 0) {
-      mounted_ = true;
-    } else {
-      why_ = std::strerror(errno);
-    }
-  }
-  ~TinyTmpfs() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& why() const { return why_; }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-  std::string why_;
-};
-
 // inputs/A.bin x inputs/B.bin is 144 KB of output: more than the 64 KB tmpfs holds.
 void run_on_tiny_tmpfs(const std::string& out_name, bool existing_output, const std::vector<std::string>& env = {}) {
   const std::string inputs = env_or("BLOCKMM_SOURCE_DIR") + "/inputs";
   ScratchDir dir("blockmm-fault");
   const std::string mnt = dir.subdir("mnt");
-  TinyTmpfs tmpfs(mnt, 64);
+  MountedTmpfs tmpfs(mnt, 64);
   if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs on " << mnt << " (" << tmpfs.why() << "): needs root";
   const std::string target = mnt + "/" + out_name;
   if (existing_output) write_text(target, kPrevious);
