@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -341,6 +342,32 @@ std::vector<char> referenced_columns(const InputRecords& records, std::int32_t b
   std::vector<char> out(static_cast<std::size_t>(block_rows));
   for (std::int32_t j = 0; j < block_rows; ++j) out[j] = flag[j].load(std::memory_order_relaxed);
   return out;
+}
+
+std::int64_t first_duplicate_block(const InputRecords& records, const comm::Communicator& comm) {
+  const int ranks = comm.size();
+  std::vector<std::vector<std::uint64_t>> by_rank(static_cast<std::size_t>(ranks));
+  for (std::int64_t q = 0; q < records.size(); ++q) {
+    const std::uint64_t key = static_cast<std::uint64_t>(record_row(records.record(q))) << 32 |
+                              static_cast<std::uint32_t>(record_col(records.record(q)));
+    by_rank[key % static_cast<std::uint64_t>(ranks)].push_back(key);
+  }
+  std::vector<std::uint64_t> send;
+  std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    send.insert(send.end(), by_rank[r].begin(), by_rank[r].end());
+    send_bytes[r] = static_cast<std::int64_t>(by_rank[r].size() * sizeof(std::uint64_t));
+  }
+  std::vector<std::int64_t> recv_bytes;
+  const LargeVector<std::byte> received = comm.exchange(reinterpret_cast<const std::byte*>(send.data()), send_bytes, recv_bytes);
+  std::vector<std::uint64_t> keys(received.size() / sizeof(std::uint64_t));
+  if (!keys.empty()) std::memcpy(keys.data(), received.data(), keys.size() * sizeof(std::uint64_t));
+  std::sort(keys.begin(), keys.end());
+  std::int64_t local = INT64_MAX;
+  for (std::size_t e = 1; e < keys.size() && local == INT64_MAX; ++e)
+    if (keys[e] == keys[e - 1]) local = static_cast<std::int64_t>(keys[e]);
+  const std::int64_t global = -comm.max(-local);
+  return global == INT64_MAX ? -1 : global;
 }
 
 }  // namespace blockmm::partition
