@@ -144,7 +144,7 @@ std::string stats_json(const RunStats& s) {
                     {"bytes_from_peers", w.bytes_from_peers},
                     {"numeric_seconds", w.numeric_seconds},
                     {"setup_seconds", w.setup_seconds}});
-  j["team"] = {{"layout", s.team_layout}, {"backends", team}};
+  j["team"] = {{"layout", s.team_layout}, {"backends", team}, {"refused", s.plan_refused}};
   j["settings"] = s.settings;
   j["input_bytes_read"] = s.input_bytes_read;
   j["distribution"] = s.distribution;
