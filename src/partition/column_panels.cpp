@@ -12,9 +12,9 @@
 namespace blockmm::partition {
 namespace {
 
-// Records a read of a source takes at most: a few MiB, so that a pass holds little beside it.
+// Records a read of a source takes at most: a MiB, so that a pass holds little beside it.
 std::int64_t records_a_piece(const RecordSource& source) {
-  return std::max<std::int64_t>(1, (std::int64_t{4} << 20) / source.stride());
+  return std::max<std::int64_t>(1, (std::int64_t{1} << 20) / source.stride());
 }
 
 // Calls visit(record) for every record of `source`, in order, read in pieces.
