@@ -4,9 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +13,7 @@
 #include "build_info.hpp"
 #include "comm/mpi_start.hpp"
 #include "core/error.hpp"
+#include "io/binary_format.hpp"
 
 namespace blockmm::driver {
 
@@ -27,28 +26,12 @@ std::int64_t input_file_bytes(const Options& options) {
   return input_bytes;
 }
 
-namespace {
-
-// n, m and k of a COL380 file, where it is a regular file whose header is plausible.
-std::optional<std::array<std::int32_t, 3>> binary_header(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 12) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  std::array<std::int32_t, 3> header{};
-  if (!in.read(reinterpret_cast<char*>(header.data()), sizeof header)) return std::nullopt;
-  const auto [n, m, k] = header;
-  if (n <= 0 || m <= 0 || m > n || n % m != 0 || k < 0) return std::nullopt;
-  return header;
-}
-
-}  // namespace
-
 int automatic_gpu_count(const Options& options) {
   if (options.gpus_given) return options.gpus;
-  const auto a = binary_header(options.a_path), b = binary_header(options.b_path);
-  if (!a || !b || (*a)[0] != (*b)[0] || (*a)[1] != (*b)[1]) return 0;
-  const double m = (*a)[1], block_rows = static_cast<double>((*a)[0]) / m;
-  const double macs = static_cast<double>((*a)[2]) * (*b)[2] / block_rows * m * m * m;
+  const std::optional<FileHeader> a = io::peek_binary_header(options.a_path), b = io::peek_binary_header(options.b_path);
+  if (!a || !b || a->n != b->n || a->m != b->m) return 0;
+  const double m = a->m, block_rows = static_cast<double>(a->n) / m;
+  const double macs = static_cast<double>(a->k) * static_cast<double>(b->k) / block_rows * m * m * m;
   return macs < kOneGpuBelowMacs ? 1 : 0;
 }
 
@@ -182,8 +165,9 @@ multiply::Team make_team(const Options& options, kernels::CudaStart& cuda, const
       team.push_back(cuda.make_backend(config));
     }
     return kept[key] = team;
+  } catch (const OutOfMemoryError&) {
+    throw;
   } catch (const Error& e) {
-    if (e.code() == ExitCode::resource && std::string(e.what()).find("out of memory") != std::string::npos) throw;
     throw ResourceError("--backend cuda: no usable GPU was found" + advice +
                         (options.verbose ? std::string(" (cause: ") + e.what() + ")" : std::string()));
   }
