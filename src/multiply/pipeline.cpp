@@ -50,6 +50,8 @@ struct Rank {
   Observer& observer;
   Report& report;
   partition::Distribution dist;
+  io::InputFile* b_input = nullptr;
+  std::int64_t b_room = 0;               // host bytes B may take (0: no bound)
   std::shared_ptr<RecordSource> b_file;  // B's whole file, where B is left in it (dist.b: the rank's rows of it)
   std::unique_ptr<comm::NodeSharedMemory> b_memory;
   std::shared_ptr<comm::NodeSharedBytes> shared_b;
@@ -91,6 +93,8 @@ void place(Rank& rank, io::InputFile& a_file, io::InputFile& b_file, const Place
   partition::Distribution& dist = rank.dist;
   PhaseTimes& mine = rank.report.mine;
   rank.workers.resize(rank.backends());
+  rank.b_input = &b_file;
+  rank.b_room = plan.b_room;
   if (plan.whole_inputs) {
     PhaseScope build(mine, rank.observer, Phase::build);
     WholeInputs whole = build_whole_inputs(rank.backend(0), a_file, b_file, comm);
@@ -226,6 +230,11 @@ void build_columns(Rank& rank, const LayoutPlan& plan) {
   partition::ColumnCounts counts;
   std::vector<std::int32_t> cut;
   std::vector<std::unique_ptr<RecordSource>> panels;
+  // One rank's B is its file: read into memory once where the host has room for it (a GPU's
+  // panels), else scanned at each panel's build.
+  if (!rank.b_file && dist.method == partition::DistributionMethod::one_rank && rank.b_room > 0 &&
+      dist.b->size() * dist.b->stride() > rank.b_room)
+    rank.b_file = std::make_shared<io::FileRecordSource>(*rank.b_input, io::RecordRange{0, dist.b->size()});
   if (rank.b_file) {
     counts = partition::column_counts(*rank.b_file, dist.b_rows, a_columns);
     cut = partition::column_cut(counts, plan.panels, rank.max_panel_blocks);

@@ -6,12 +6,6 @@
 
 namespace blockmm::multiply {
 
-bool right_operand_may_be_shared(const kernels::Backend& backend, bool allowed) {
-  // The memory is anonymous (no /dev/shm file, whose size containers often cap): it is the node's
-  // memory, of which one copy takes less than a copy a rank.
-  return allowed && backend.traits().right_operand_shareable;
-}
-
 std::shared_ptr<comm::NodeSharedBytes> right_operand_shared_on_node(kernels::Backend& backend,
                                                                     std::unique_ptr<kernels::Operand> b,
                                                                     comm::NodeSharedMemory& memory,
