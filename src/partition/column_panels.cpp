@@ -1,12 +1,14 @@
 #include "partition/column_panels.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <utility>
 
 #include "core/error.hpp"
 #include "core/large_buffer.hpp"
+#include "core/parallel_failure.hpp"
 #include "partition/work.hpp"
 
 namespace blockmm::partition {
@@ -78,10 +80,7 @@ class ScannedPanel final : public RecordSource {
     while (count > 0) {
       if (piece_at_ == piece_records_) next_piece();
       const std::byte* record = piece_.data() + piece_at_++ * stride;
-      const std::int32_t row = record_row(record), col = record_col(record);
-      if (col < col_begin_ || col >= col_end_ || (!file_->rows.empty() && file_->rows[static_cast<std::size_t>(row)] == 0))
-        continue;
-      if (taken_++ < first) continue;
+      if (!keeps(record) || taken_++ < first) continue;
       std::memcpy(dest, record, static_cast<std::size_t>(stride));
       dest += stride;
       --count;
@@ -91,16 +90,54 @@ class ScannedPanel final : public RecordSource {
       piece_at_ = piece_records_ = 0;
     }
   }
+  // The whole panel: the file's pieces read by the threads where its reads are thread-safe, each
+  // piece's records of the panel appended where they land (the order of a panel's records
+  // matters to no build: each sorts its rows).
   InputRecords take() override {
     InputRecords out;
     out.shape = shape();
     out.bytes.resize(static_cast<std::size_t>(size() * stride()));
-    read(0, size(), out.bytes.data());
+    const RecordSource& file = *file_->file;
+    if (!file.concurrent()) {
+      read(0, size(), out.bytes.data());
+      return out;
+    }
+    const std::int64_t stride = stride_of(), per_piece = records_a_piece(file);
+    const std::int64_t pieces = (file.size() + per_piece - 1) / per_piece;
+    std::atomic<std::int64_t> filled{0};
+    ParallelFailure failure;
+#pragma omp parallel if (pieces > 1)
+    {
+      LargeVector<std::byte> piece, kept;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t c = 0; c < pieces; ++c) {
+        if (failure.failed()) continue;
+        failure.run([&] {
+          const std::int64_t count = std::min(per_piece, file.size() - c * per_piece);
+          piece.resize(static_cast<std::size_t>(count * stride));
+          file.read(c * per_piece, count, piece.data());
+          kept.clear();
+          for (std::int64_t q = 0; q < count; ++q)
+            if (keeps(piece.data() + q * stride)) kept.insert(kept.end(), piece.data() + q * stride, piece.data() + (q + 1) * stride);
+          const std::int64_t n = static_cast<std::int64_t>(kept.size()) / stride;
+          const std::int64_t at = filled.fetch_add(n);
+          if (at + n > records_) throw Error(ExitCode::other, "internal error: B's file holds more records of a panel than counted");
+          if (n > 0) std::memcpy(out.bytes.data() + at * stride, kept.data(), kept.size());
+        });
+      }
+    }
+    failure.rethrow_if_failed();
+    if (filled.load() != records_)
+      throw Error(ExitCode::other, "internal error: B's file holds fewer records of a panel than it did when counted");
     return out;
   }
 
  private:
   std::int64_t stride_of() const { return record_bytes<std::uint16_t>(shape().m); }
+  bool keeps(const std::byte* record) const {
+    const std::int32_t row = record_row(record), col = record_col(record);
+    return col >= col_begin_ && col < col_end_ && (file_->rows.empty() || file_->rows[static_cast<std::size_t>(row)] != 0);
+  }
   void next_piece() const {
     const RecordSource& file = *file_->file;
     if (next_ == file.size())
