@@ -13,3 +13,15 @@ function(blockmm_find_python var modules)
   endforeach()
   set(${var} "${found}" PARENT_SCOPE)
 endfunction()
+
+# BLOCKMM_PYTHON (cache): the interpreter of the Python tools and of blockmm.multiply's extension,
+# one that imports numpy and scipy, Debian's first (a pyenv shim on the PATH may lack them).
+macro(blockmm_choose_python)
+  set(BLOCKMM_PYTHON "" CACHE FILEPATH "python3 with numpy and scipy for the Python tools (empty: search)")
+  if(NOT BLOCKMM_PYTHON)
+    blockmm_find_python(_blockmm_found_python "numpy, scipy.sparse, scipy.io")
+    if(_blockmm_found_python)
+      set(BLOCKMM_PYTHON "${_blockmm_found_python}" CACHE FILEPATH "python3 with numpy and scipy for the Python tools" FORCE)
+    endif()
+  endif()
+endmacro()

@@ -4,9 +4,12 @@ until it is renamed over the target, every write going through that descriptor (
 reopened: whoever can write the folder cannot redirect a write through a swapped-in link). All
 names are used relative to the folder's descriptor, opened once.
 
-- The temporary is `.<name>.blockmm-tmp.<host>.<pid>.XXXXXX`, the C++ tools' name, so that either
-  tool's next run on the same output removes what a SIGKILLed run left (a dead process of this
-  host, a regular file of this user), and says so.
+- The temporary is `.<name>.blockmm-tmp.<host>.<pid>.XXXXXX`, the C++ tools' name, and its creator
+  holds the C++ tools' liveness lock on it (an open file description lock on byte 2^62,
+  src/io/stale_temporaries.hpp) while it lives, so that either tool's next run on the same output
+  removes what a SIGKILLed run left, and says so: only a regular file of this user, unchanged for
+  10 minutes, whose lock it can take, in a folder whose file system shows locks to every host
+  (and, for this host's names, whose process is not one it can see).
 - It is created with mode 0666 and the umask (and default ACLs) applied by the kernel, kept 0600
   while partial; at the commit it takes the existing target's mode, or the mode it was created
   with: a new output is 0644 under umask 022, as the C++ tools' outputs are.
@@ -17,11 +20,14 @@ names are used relative to the folder's descriptor, opened once.
   file-size limit is an error (EFBIG, exit 4), not a silent death.
 - An existing read-only target is not replaced; a character device (/dev/null) is written in place.
 """
+import fcntl
 import os
 import secrets
 import signal
 import socket
 import stat
+import struct
+import time
 
 from .errors import OutputError, UsageError, say
 
@@ -30,7 +36,10 @@ RANDOM_CHARS = 6
 PID_DIGITS = 10
 NAME_MAX = 255
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+HOST_CHARS = frozenset((ALPHABET + "-_").encode())
 CLEANUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+LIVENESS_LOCK_OFFSET = 1 << 62  # src/io/stale_temporaries.hpp kLivenessLockOffset
+STALE_TEMPORARY_SECONDS = 600  # kStaleTemporarySeconds
 
 _temporaries = {}  # id(output) -> AtomicOutput, removed by a signal
 _children = set()  # pids of reader processes, ended by a signal
@@ -69,6 +78,81 @@ def _host_tag():
     name = socket.gethostname().split(".")[0][:32]
     tag = "".join(c if c.isascii() and (c.isalnum() or c == "-") else "_" for c in name)
     return tag.encode("ascii") or b"localhost"
+
+
+def _liveness_lock(fd, kind):
+    """Takes the liveness lock (F_WRLCK: a live temporary's creator; F_RDLCK: the sweep's test)
+    on `fd`; OSError where it is held or the file system takes no locks. struct flock: l_type,
+    l_whence, l_start, l_len, l_pid (0 for open file description locks)."""
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", kind, os.SEEK_SET, LIVENESS_LOCK_OFFSET, 1, 0))
+
+
+# statfs magic numbers -> (type, network): as src/io/stale_temporaries.cpp knows them.
+_FILE_SYSTEMS = {0xEF53: ("ext4", False), 0x58465342: ("xfs", False), 0x9123683E: ("btrfs", False),
+                 0x01021994: ("tmpfs", False), 0x858458F6: ("ramfs", False), 0x794C7630: ("overlay", False),
+                 0x2FC12FC1: ("zfs", False), 0xF2F52010: ("f2fs", False), 0x6969: ("nfs", True),
+                 0x0BD00BD0: ("lustre", True), 0x47504653: ("gpfs", False), 0x00C36400: ("ceph", False),
+                 0xFF534D42: ("cifs", True), 0xFE534D42: ("smb3", True)}
+
+
+def _mount_options(device):
+    """The mount and super options of the mount of `device` (/proc/self/mountinfo), or None."""
+    wanted = f"{os.major(device)}:{os.minor(device)}"
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
+        for line in info:
+            fields = line.split()
+            if len(fields) > 6 and fields[2] == wanted and "-" in fields[6:]:
+                dash = fields.index("-", 6)
+                return set(fields[5].split(",") + (fields[dash + 3].split(",") if len(fields) > dash + 3 else []))
+    return None
+
+
+def locks_shared_between_hosts(kind, options):
+    """src/io/stale_temporaries.hpp locks_shared_between_hosts, rule for rule."""
+    if kind in ("ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs"):
+        return True
+    if kind in ("nfs", "nfs4"):
+        return not options & {"nolock", "local_lock=posix", "local_lock=all"}
+    if kind == "lustre":
+        return "flock" in options
+    if kind in ("cifs", "smb3"):
+        return "nobrl" not in options
+    return kind in ("gpfs", "ceph")
+
+
+def _shares_locks(dir_fd):
+    """Whether the folder's file system shows every host's locks to every host (its statfs magic
+    number, and for a network file system its mount options); any other keeps its temporaries."""
+    import ctypes
+
+    buffer = ctypes.create_string_buffer(256)  # struct statfs: f_type (a long) first
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.fstatfs(dir_fd, buffer) != 0:
+        return False
+    magic = ctypes.c_ulong.from_buffer(buffer).value & 0xFFFFFFFF
+    kind, network = _FILE_SYSTEMS.get(magic, (None, False))
+    if kind is None:
+        return False
+    try:
+        options = _mount_options(os.fstat(dir_fd).st_dev) if network else set()
+    except OSError:
+        return False
+    return options is not None and locks_shared_between_hosts(kind, options)
+
+
+def _is_host_tag(tag):
+    return 0 < len(tag) <= 32 and all(c in HOST_CHARS for c in tag)
+
+
+def _process_here(pid):
+    """Whether a process of that id is one this process can see (or may not ask about)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # none of that id, or a number past any pid
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _fnv1a(data):
@@ -148,8 +232,9 @@ class AtomicOutput:
             if self._read_only():
                 raise OutputError(f"{self.target}: the existing output is read-only; {tool} does not replace it (make "
                                   f"it writable or remove it first)")
-            prefix = name_prefix(self.base, _host_tag())
-            self._remove_stale(prefix)
+            host = _host_tag()
+            prefix = name_prefix(self.base, host)
+            self._remove_stale(prefix[:-len(host) - 1], host)  # any host's: "." <name> ".blockmm-tmp."
             self._create(prefix + str(os.getpid()).encode() + b".")
         except BaseException:
             self.abandon()
@@ -171,37 +256,54 @@ class AtomicOutput:
         return (st.st_mode & 0o222) == 0 or not os.access(self.base, os.W_OK, dir_fd=self.dir_fd,
                                                           effective_ids=os.access in os.supports_effective_ids)
 
-    def _remove_stale(self, prefix):
-        """Temporaries of this target left on this host by processes that no longer exist."""
+    def _remove_stale(self, prefix, host):
+        """Temporaries of this target left by runs that are provably gone (the module's rules)."""
         try:
             names = os.listdir(self.dir_fd)
         except OSError:
             return  # the creation reports an unusable folder
+        shares_locks = None
         for name in map(os.fsencode, names):
             if not name.startswith(prefix):
                 continue
-            pid, dot, rest = name[len(prefix):].partition(b".")
-            if not dot or not pid.isdigit() or len(pid) > PID_DIGITS or len(rest) != RANDOM_CHARS:
+            made_by, dot, rest = name[len(prefix):].rpartition(b".")
+            tag, dot_host, pid = made_by.rpartition(b".")
+            if not dot or not dot_host or len(rest) != RANDOM_CHARS or not rest.isalnum():
                 continue
-            if int(pid) <= 0 or int(pid) == os.getpid():
+            if not pid.isdigit() or len(pid) > PID_DIGITS or int(pid) <= 0 or not _is_host_tag(tag):
                 continue
-            try:
-                os.kill(int(pid), 0)
-                continue  # alive
-            except ProcessLookupError:
-                pass
-            except OSError:
-                continue  # not ours to know
-            try:
-                st = os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False)
-                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-                    continue
-                os.unlink(name, dir_fd=self.dir_fd)
-            except OSError:
-                continue
-            shown = os.path.join(self.directory, os.fsdecode(name))
-            say(f"{self.tool}: note: removed {shown}, the temporary output of a run (process {int(pid)}) that no "
-                f"longer exists")
+            if tag == host and _process_here(int(pid)):
+                continue  # perhaps the run itself, or a run of an older version, which took no lock
+            if shares_locks is None:
+                shares_locks = _shares_locks(self.dir_fd)
+            if not shares_locks:
+                return
+            if self._remove_if_dead(name):
+                shown = os.path.join(self.directory, os.fsdecode(name))
+                say(f"{self.tool}: note: removed {shown}, the temporary output of a run (process {int(pid)}) that no "
+                    f"longer exists")
+
+    def _remove_if_dead(self, name):
+        try:
+            named = os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False)
+            if (not stat.S_ISREG(named.st_mode) or named.st_uid != os.geteuid()
+                    or time.time() - named.st_mtime < STALE_TEMPORARY_SECONDS):
+                return False
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC,
+                         dir_fd=self.dir_fd)
+        except OSError:
+            return False
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
+                return False
+            _liveness_lock(fd, fcntl.F_RDLCK)  # held by its creator, or no locks here: OSError, kept
+            os.unlink(name, dir_fd=self.dir_fd)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
 
     def _create(self, prefix):
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -217,6 +319,10 @@ class AtomicOutput:
                 except FileExistsError:
                     if attempt == 100:
                         raise
+            try:
+                _liveness_lock(self.fd, fcntl.F_WRLCK)  # other runs' sweeps leave it alone while this lives
+            except OSError:
+                pass  # no locks here: no sweep can take the lock either
             made = os.fstat(self.fd)
             self.created_mode = made.st_mode & 0o7777
             self.identity = (made.st_dev, made.st_ino)

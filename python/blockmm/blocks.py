@@ -7,7 +7,7 @@ matrix of n = 2^31 - 1 with one block costs what one block costs.
 """
 import numpy as np
 
-from .errors import FormatError, UsageError
+from .errors import FormatError, UsageError, quoted
 
 MAX_ORDER = 2**31 - 1
 MAX_SUPPORTED_BLOCK_ORDER = 46340  # block indices r*m + c fit int32; src/core/record_layout.hpp
@@ -52,10 +52,11 @@ class Blocks:
 def check_block_size(m, what="--block-size"):
     """The block orders the tools take: 1 to 46340, as blockmm (a usage error otherwise)."""
     if m <= 0:
-        raise UsageError(f"{what} {m} must be positive")
+        raise UsageError(f"{what} {quoted(m)} must be positive")
     if m > MAX_SUPPORTED_BLOCK_ORDER:
-        raise UsageError(f"{what} {m} exceeds the largest block order blockmm supports, {MAX_SUPPORTED_BLOCK_ORDER} "
-                         f"(block indices r*m + c must fit int32; a block of m*m uint16 values stays below 4 GiB)")
+        raise UsageError(f"{what} {quoted(m)} exceeds the largest block order blockmm supports, "
+                         f"{MAX_SUPPORTED_BLOCK_ORDER} (block indices r*m + c must fit int32; a block of m*m uint16 "
+                         f"values stays below 4 GiB)")
 
 
 def blocks_from_entries(path, shape, rows, cols, data, m, pad, values, warn=None):
@@ -191,7 +192,9 @@ def to_bsr_matrix(source, piece_bytes=None):
 
 def blocks_from_bsr(bsr, values):
     """A square bsr_matrix of square blocks -> canonical Blocks (sorted, repeats summed, all-zero
-    blocks left out) of `values` ("u16" or "u32"); ValueError when values do not fit."""
+    blocks left out) of `values` ("u16" or "u32"); ValueError when values do not fit. As
+    blockmm-import takes entries: each stored value an integer in [0, max], repeated blocks
+    summed exactly (int64, never in the matrix's own dtype, which wraps), a sum past max refused."""
     import scipy.sparse as sp
 
     if not sp.isspmatrix_bsr(bsr):
@@ -205,16 +208,27 @@ def blocks_from_bsr(bsr, values):
         raise ValueError(f"n = {n} does not fit the formats' int32")
     if m > MAX_SUPPORTED_BLOCK_ORDER:
         raise ValueError(f"m = {m} exceeds the largest block order blockmm supports, {MAX_SUPPORTED_BLOCK_ORDER}")
-    bsr = bsr.copy()
-    bsr.sum_duplicates()  # also sorts the indices
     dtype = WIDTHS[values]
-    data = bsr.data
-    high = np.iinfo(dtype).max
-    if data.size and (data.min() < 0 or data.max() > high or np.any(data != np.floor(data))):
-        raise ValueError(f"values must be integers in [0, {high}] for {values}")
-    rows = np.repeat(np.arange(n // m, dtype=np.int64), np.diff(bsr.indptr))
-    keep = data.reshape(len(rows), m * m).any(axis=1)
-    return Blocks(n, m, rows[keep], bsr.indices[keep].astype(np.int64), data[keep].astype(dtype))
+    high = int(np.iinfo(dtype).max)
+    data = np.asarray(bsr.data)
+    if data.dtype.kind not in "biuf":
+        raise ValueError(f"values must be integers in [0, {high}] for {values}; these are {data.dtype}")
+    with np.errstate(invalid="ignore"):
+        bad = ~((data >= 0) & (data <= high) & (data == np.floor(data)))
+    if bad.any():
+        raise ValueError(f"values must be integers in [0, {high}] for {values}; {data[bad][0]} is not")
+    # Each value < 2^32 and at most 2^31 blocks: int64 sums are exact.
+    wide = sp.bsr_matrix((data.astype(np.int64), bsr.indices.copy(), bsr.indptr.copy()), shape=bsr.shape,
+                         blocksize=bsr.blocksize)
+    wide.sum_duplicates()  # also sorts the indices
+    summed = wide.data
+    rows = np.repeat(np.arange(n // m, dtype=np.int64), np.diff(wide.indptr))
+    if summed.size and summed.max() > high:
+        block, r, c = np.unravel_index(int(np.argmax(summed)), summed.shape)
+        raise ValueError(f"repeated blocks at block-row {rows[block]}, block-column {wide.indices[block]} sum to "
+                         f"{int(summed[block, r, c])} at ({r}, {c}) of the block, more than {high} ({values})")
+    keep = summed.reshape(len(rows), m * m).any(axis=1)
+    return Blocks(n, m, rows[keep], wide.indices[keep].astype(np.int64), summed[keep].astype(dtype))
 
 
 class IndptrStream:

@@ -6,10 +6,11 @@ through the package's validating readers, outputs written through atomic_output.
 """
 import argparse
 import os
+import stat
 
 from ._version import __version__
 from .errors import (BAD_INPUT, OTHER, OUT_OF_MEMORY, OUTPUT_FAILURE, USAGE, FormatError, OutputError,
-                     UsageError, say)
+                     UsageError, quoted, say)
 from .tool_parser import ToolParser
 
 EXIT_CODES = "Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output failure, 5 out of memory."
@@ -67,15 +68,40 @@ def _open_input(path):
     return InputFile(path)
 
 
+def _parts_of(infile):
+    """The part files of a parted HDF5 input, as its user block names them ("blockmm-parts
+    generation=<8 hex> parts=<P>" in its first 512 bytes: src/io/output_parts.hpp), beside it."""
+    import re
+
+    found = re.match(rb"blockmm-parts generation=([0-9a-f]{8}) parts=([0-9]{1,5})\n", infile.read_at(0, 512))
+    if not found or not 1 <= int(found.group(2)) <= 4096:
+        return []
+    folder, base = os.path.split(infile.path)
+    return [os.path.join(folder, f"{base}.part-{found.group(1).decode()}-{k:04d}") for k in range(int(found.group(2)))]
+
+
 def _check_not_an_input(tool, output, infile):
-    """blockmm never writes over its inputs (src/io/atomic_output.cpp check_not_an_input)."""
+    """The tools never write over their inputs: the one place that decides it for the Python tools
+    (as src/io/same_file.cpp does for the C++ ones): the output is the input through any path, or
+    one of a parted HDF5 input's part files. A character device (/dev/null) is written in place."""
     try:
-        out, given = os.stat(output), os.fstat(infile.fd)
+        out = os.stat(output)
     except OSError:
         return
+    if stat.S_ISCHR(out.st_mode):
+        return
+    given = os.fstat(infile.fd)
     if (out.st_dev, out.st_ino) == (given.st_dev, given.st_ino):
         raise UsageError(f"{output}: the output is the input {infile.path} (the same file); {tool} never writes over "
                          f"its inputs")
+    for part in _parts_of(infile):
+        try:
+            named = os.stat(part)
+        except OSError:
+            continue
+        if (out.st_dev, out.st_ino) == (named.st_dev, named.st_ino):
+            raise UsageError(f"{output}: the output is the part file {os.path.basename(part)} of the parted input "
+                             f"{infile.path}; {tool} never writes over its inputs")
 
 
 def _write(tool, path, write):
@@ -278,7 +304,7 @@ def spy_main(argv=None):
         # matplotlib's own defaults, whatever folder it runs in.
         matplotlib.rcdefaults()
         if not 0 < args.cells <= 4096:
-            raise UsageError(f"--cells {args.cells} must lie in [1, 4096]")
+            raise UsageError(f"--cells {quoted(args.cells)} must lie in [1, 4096]")
         if not args.output.lower().endswith(".png"):
             raise UsageError(f"{args.output}: blockmm-spy writes PNG files; name it .png")
         infile = _open_input(args.input)

@@ -25,6 +25,23 @@ def escape_controls(text):
     return "".join(c if " " <= c != "\x7f" else f"\\x{ord(c):02x}" for c in text)
 
 
+QUOTED_VALUE_BYTES = 160  # src/core/error.hpp kQuotedValueBytes
+
+
+def quoted(text, limit=QUOTED_VALUE_BYTES):
+    """A value the user gave (an option's, a variable's, a field of a file) fit to quote in a
+    one-line message: its first `limit` bytes (UTF-8, cut at a character boundary) and "…" where
+    it is longer, control characters as \\xHH (src/core/error.hpp quoted_value, rule for rule)."""
+    text = str(text)
+    raw = text.encode("utf-8", "surrogateescape")
+    if len(raw) <= limit:
+        return escape_controls(text)
+    cut = limit
+    while cut > 0 and raw[cut] & 0xC0 == 0x80:  # not inside a UTF-8 character
+        cut -= 1
+    return escape_controls(raw[:cut].decode("utf-8", "surrogateescape")) + "\u2026"
+
+
 def printable_ascii(text):
     """`text` (str with surrogate-escaped bytes, or bytes) as ASCII: other bytes as \\xHH. For
     text written into files that other programs parse (a Matrix Market comment)."""

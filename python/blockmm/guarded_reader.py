@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from .atomic_output import register_child, unregister_child
-from .errors import FormatError
+from .errors import FormatError, quoted
 
 FRAME = struct.Struct("<cQ")  # tag, payload bytes
 _SIGNAL_CAUSES = {signal.SIGSEGV: "crashed (SIGSEGV)", signal.SIGBUS: "crashed (SIGBUS)",
@@ -40,7 +40,7 @@ def library_timeout_setting():
         value = int(digits)
         if 1 <= value <= 86399:
             return value
-    raise ValueError(f"BLOCKMM_LIBRARY_TIMEOUT='{digits}': expected seconds 1..86399")
+    raise ValueError(f"BLOCKMM_LIBRARY_TIMEOUT='{quoted(digits)}': expected seconds 1..86399")
 
 
 def metadata_timeout_seconds():

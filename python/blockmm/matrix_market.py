@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from .errors import FormatError, printable_ascii
+from .errors import FormatError, printable_ascii, quoted
 from .input_file import opened
 
 FIELDS = ("integer", "real", "pattern")
@@ -23,8 +23,8 @@ MAX_INDEX = 2**31 - 1  # blockmm's n is an int32
 
 
 def _short(text, longest=40):
-    """A field from the file as a message shows it: at most `longest` characters."""
-    return text if len(text) <= longest else text[:longest] + "..."
+    """A field from the file as a message shows it: at most `longest` bytes (errors.quoted)."""
+    return quoted(text, longest)
 
 
 def _whole_number(digits):
@@ -43,14 +43,14 @@ def _header(path, handle):
                           f"FIELD SYMMETRY')")
     layout, field, symmetry = (w.lower() for w in words[2:])
     if layout != "coordinate":
-        raise FormatError(f"{path}: a Matrix Market '{printable_ascii(layout)}' (dense) file; blockmm-import reads the "
-                          f"sparse 'coordinate' layout")
+        raise FormatError(f"{path}: a Matrix Market '{_short(printable_ascii(layout))}' (dense) file; blockmm-import "
+                          f"reads the sparse 'coordinate' layout")
     if field not in FIELDS:
-        raise FormatError(f"{path}: field '{printable_ascii(field)}'; blockmm-import reads integer, real (with integral "
-                          f"values) or pattern")
+        raise FormatError(f"{path}: field '{_short(printable_ascii(field))}'; blockmm-import reads integer, real (with "
+                          f"integral values) or pattern")
     if symmetry not in SYMMETRIES:
-        raise FormatError(f"{path}: symmetry '{printable_ascii(symmetry)}'; blockmm-import reads general or symmetric "
-                          f"(values must be non-negative)")
+        raise FormatError(f"{path}: symmetry '{_short(printable_ascii(symmetry))}'; blockmm-import reads general or "
+                          f"symmetric (values must be non-negative)")
     number = 1
     while True:
         line = handle.readline()

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from .errors import UsageError
+from .errors import UsageError, quoted
 
 BAR_DELAY = 1.0  # seconds before a bar is drawn: shorter runs show none
 
@@ -22,7 +22,7 @@ def progress_interval():
     except ValueError:
         value = -1.0
     if not 0 < value <= 86400:
-        raise UsageError(f"BLOCKMM_PROGRESS_INTERVAL='{text}' must be a number of seconds in (0, 86400]")
+        raise UsageError(f"BLOCKMM_PROGRESS_INTERVAL='{quoted(text)}' must be a number of seconds in (0, 86400]")
     return value
 
 

@@ -6,6 +6,8 @@ error of one line, "TOOL: error: <what> (see TOOL --help)", exit 2, as every blo
 import argparse
 import sys
 
+from .errors import QUOTED_VALUE_BYTES, quoted, say
+
 USAGE = 2
 
 
@@ -40,5 +42,6 @@ class ToolParser(argparse.ArgumentParser):
         return formatter.format_help()
 
     def error(self, message):
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # argparse's message quotes the value given: cut as every quoted value is.
+        say(f"{self.prog}: error: {quoted(message, 2 * QUOTED_VALUE_BYTES)} (see {self.prog} --help)")
         sys.exit(USAGE)

@@ -134,6 +134,12 @@ std::string stats_json(const RunStats& s) {
   nlohmann::json team = nlohmann::json::array();
   for (const multiply::WorkerReport& w : s.workers)
     team.push_back({{"device", w.device},
+                    {"device_memory",
+                     {{"budget", w.device_memory.budget},
+                      {"ledger_peak", w.device_memory.ledger_peak},
+                      {"observed_peak", w.device_memory.observed_peak},
+                      {"beyond_arrays_peak", w.device_memory.beyond_arrays_peak},
+                      {"every_allocation", w.device_memory.every_allocation}}},
                     {"block_products", w.block_products},
                     {"block_rows", w.rows},
                     {"b_panels", w.b_panels},

@@ -64,4 +64,20 @@ inline std::string escape_control_characters(const std::string& text, bool ascii
   return out;
 }
 
+// How much of a value the user gave (an option's, an environment variable's, a batch line, a
+// library's message about them) a message quotes: enough to recognize it, never a line of any
+// length (a 100 000-character BLOCKMM_SHARE_B once gave a 100 049-byte error line).
+constexpr std::size_t kQuotedValueBytes = 160;
+
+// `text` fit to quote in a one-line message: its first `limit` bytes (cut at a character boundary)
+// and "…" where it is longer, control characters written as escape_control_characters writes them.
+// Every message that quotes what the user gave goes through here (the Python tools: errors.py
+// quoted).
+inline std::string quoted_value(const std::string& text, std::size_t limit = kQuotedValueBytes) {
+  if (text.size() <= limit) return escape_control_characters(text);
+  std::size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return escape_control_characters(text.substr(0, cut)) + "\xE2\x80\xA6";  // "…" in UTF-8
+}
+
 }  // namespace blockmm

@@ -31,6 +31,9 @@ struct OperandSpec {
   std::int32_t row_end = 0;
   OperandRole role = OperandRole::left;
   DuplicateMessage duplicate_message;
+  // A left operand that a GPU's memory cannot hold beside the rest: its blocks stay in pinned
+  // host memory, which the GPU's kernels read in place (backends without a device ignore it).
+  bool in_host_memory = false;
 };
 
 class RecordSource {

@@ -31,11 +31,12 @@ inline int parse_thread_count(const std::string& text, const std::string& what) 
   std::size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   if (text.empty() || digits != text.size())
-    throw UsageError(what + " '" + text + "': expected a whole number from 0 (automatic) to " +
+    throw UsageError(what + " '" + quoted_value(text) + "': expected a whole number from 0 (automatic) to " +
                      std::to_string(kMaxThreads));
   // More than 12 digits passes any limit; std::stoll would overflow on longer strings.
-  if (text.size() > 12) throw UsageError(what + " " + text + " exceeds the limit of " + std::to_string(kMaxThreads) +
-                                         " threads per process");
+  if (text.size() > 12)
+    throw UsageError(what + " " + quoted_value(text) + " exceeds the limit of " + std::to_string(kMaxThreads) +
+                     " threads per process");
   const long long count = std::stoll(text);
   check_thread_count(count, what);
   return static_cast<int>(count);
@@ -57,8 +58,8 @@ inline void check_omp_num_threads(const std::string& value) {
     for (char c : item) digits = digits && std::isdigit(static_cast<unsigned char>(c));
     // More than 12 digits passes any limit; std::stoll would overflow on longer strings.
     if (digits && (item.size() > 12 || std::stoll(item) > kMaxThreads))
-      throw UsageError("OMP_NUM_THREADS=" + value + " asks for more than the limit of " + std::to_string(kMaxThreads) +
-                       " threads per process");
+      throw UsageError("OMP_NUM_THREADS=" + quoted_value(value) + " asks for more than the limit of " +
+                       std::to_string(kMaxThreads) + " threads per process");
     at = end + 1;
   }
 }

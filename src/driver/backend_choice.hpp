@@ -1,7 +1,7 @@
-// Which backends run a rank: the kind ("auto" takes the GPU only where one is visible and the
-// rank's work repays CUDA's start) and, for cuda, which GPUs it drives (a team of one backend a
-// GPU). CUDA's start itself belongs to the cuda backend (kernels/cuda_start.hpp); this decides
-// when to begin it and with what.
+// Which backends run a rank, as the command line and the ranks' placement ask: when to begin
+// CUDA's start and with what, which GPUs a rank drives, and the team made of them (the kind and
+// the team themselves are src/backends', shared with the Python extension). CUDA's start itself
+// belongs to the cuda backend (kernels/cuda_start.hpp).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/choice.hpp"
 #include "comm/communicator.hpp"
 #include "driver/options.hpp"
 #include "kernels/cuda_start.hpp"
@@ -16,11 +17,8 @@
 
 namespace blockmm::driver {
 
-// "auto" takes the GPU from this many useful multiply-adds, or from this many input blocks
-// (small m: the CPU's build and symbolic phases cost per block); below both, CUDA's start and
-// teardown cost more than it saves.
-constexpr std::int64_t kAutoCudaMinMacs = std::int64_t{4} << 30;
-constexpr std::int64_t kAutoCudaMinInputBlocks = std::int64_t{4} << 20;
+using backends::cuda_choices;
+using backends::kOneGpuBelowMacs;
 // Input bytes above which "auto" starts CUDA while the inputs are read.
 constexpr std::int64_t kAutoCudaWarmUpInputBytes = std::int64_t{64} << 20;
 
@@ -30,13 +28,9 @@ std::int64_t input_file_bytes(const Options& options);
 // Whether this run will probably use the GPU: --backend cuda, or auto with inputs this large.
 bool cuda_likely(const Options& options, std::int64_t input_bytes);
 
-// A process on its own without --gpus drives every GPU it sees, unless the product is too small
-// for more than one to pay: another GPU's start and exit cost more than it saves on a small
-// product's numeric phase (the bound is docs/running.md's). The work is estimated from the
-// COL380 headers alone (evenly spread blocks: kA kB / (n/m) block products of m^3
-// multiply-adds); HDF5 inputs, or headers that do not describe a product, give no estimate.
-// Returns 1 for such a small product, else 0 (every GPU). --gpus given: its count.
-constexpr double kOneGpuBelowMacs = 1.0e13;
+// A process on its own without --gpus: backends::automatic_gpu_count of the COL380 headers (HDF5
+// inputs, or headers that do not describe a product, give no estimate: 0, every GPU). --gpus
+// given: its count.
 int automatic_gpu_count(const Options& options);
 
 // Before MPI and CUDA start (setenv: no other thread may run), where the run will probably use a
@@ -59,11 +53,6 @@ multiply::TeamFactory team_factory(const Options& options, kernels::CudaStart& c
                                    int threads, const std::vector<int>& gpus, int gpu_sharers, std::string name_note,
                                    std::map<std::string, multiply::Team>& kept);
 
-// The team itself (team_factory's body).
-multiply::Team make_team(const Options& options, kernels::CudaStart& cuda, const comm::Communicator& comm, int threads,
-                         const std::vector<int>& gpus, int gpu_sharers, const std::string& name_note,
-                         const kernels::WorkEstimate& estimate, std::map<std::string, multiply::Team>& kept);
-
 // Collective (every rank calls it, whatever it will choose): the ranks of this node that use the
 // same GPU as this rank's `device`, told apart by the device's UUID, so that a rank given a GPU of
 // its own (Slurm's --gpus-per-task=1: every rank sees "device 0") uses all of it. 0 when some
@@ -73,8 +62,5 @@ int count_gpu_sharers(kernels::CudaStart& cuda, int device, const comm::Communic
 // The counting itself: keys[r] names rank r's (node, GPU), 0 for unknown; how many ranks share
 // rank `rank`'s key, or 0 when any key is unknown.
 int count_equal_keys(const std::vector<std::int64_t>& keys, int rank);
-
-// The cuda backend's choices that the developer settings pin (settings::CudaOverrides).
-kernels::CudaChoices cuda_choices(const settings::CudaOverrides& overrides);
 
 }  // namespace blockmm::driver

@@ -75,8 +75,8 @@ std::vector<BatchLine> read_batch_file(const std::string& path) {
 
 std::string joined(const std::vector<std::string>& words) {
   std::string text;
-  for (const std::string& w : words) text += (text.empty() ? "" : " ") + escape_control_characters(w);
-  return text;
+  for (const std::string& w : words) text += (text.empty() ? "" : " ") + w;
+  return quoted_value(text);
 }
 
 std::vector<std::string> arguments_without_batch(int argc, char** argv) {

@@ -29,7 +29,8 @@ std::vector<std::string> split_words(const std::string& line, const std::string&
 void read_batch_file(const std::string& path, const std::function<void(BatchLine&&)>& take);
 std::vector<BatchLine> read_batch_file(const std::string& path);
 
-// Words joined by blanks, control characters escaped: a line in a message.
+// Words joined by blanks, as a message quotes them (quoted_value: control characters escaped, cut
+// with "…" past kQuotedValueBytes).
 std::string joined(const std::vector<std::string>& words);
 
 // The run's own arguments without --batch and --product (and their values), to put before each

@@ -1,4 +1,6 @@
 // blockmm: exact block-sparse C = A x B. Usage: README.md and docs/running.md; design: docs/design.md.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +22,7 @@
 #include "io/atomic_output.hpp"
 #include "io/file_access.hpp"
 #include "io/library_guard.hpp"
+#include "io/same_file.hpp"
 #include "kernels/cuda_start.hpp"
 #include "settings/settings.hpp"
 
@@ -51,12 +54,33 @@ void hold_until_every_rank_has_reported(int* argc, char*** argv, const blockmm::
   }
 }
 
+// Under a launcher of more than one rank every rank reads the batch itself, before MPI starts:
+// only a regular file reads the same on each. Standard input (`-`, or a name for it such as
+// /dev/stdin) reaches rank 0 alone (mpirun and srun give the others /dev/null or nothing), and a
+// FIFO gives each rank a part or makes it wait: the ranks would disagree on the products and wait
+// for each other for ever. Refused alike on every rank, from the name and the file's type alone.
+void check_every_rank_reads_the_batch(const std::string& path, const blockmm::comm::LauncherPlacement& placement) {
+  const int ranks = placement.open_mpi_size >= 0 ? placement.open_mpi_size : placement.slurm_step_tasks;
+  if (!placement.launched || ranks == 1) return;
+  struct stat st {};
+  std::string why;
+  if (path == "-" || !blockmm::io::descriptor_link(path).empty())
+    why = "standard input reaches only the first rank under a launcher (mpirun, srun)";
+  else if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    why = "not a regular file (a pipe or device reads differently on each rank)";
+  if (!why.empty())
+    throw blockmm::UsageError("--batch " + path + ": " + why + "; with several ranks, give the batch as a file " +
+                              "every rank can read (or --product '...' options)");
+}
+
 // The products of a batch: each line parsed after the run's own options (driver/batch.hpp).
 // Throws UsageError naming the line that is not a product.
 std::vector<blockmm::driver::Options> batch_products(int argc, char** argv, const blockmm::driver::Options& run,
-                                                     const blockmm::settings::Lookup& environment) {
+                                                     const blockmm::settings::Lookup& environment,
+                                                     const blockmm::comm::LauncherPlacement& placement) {
   if (!run.stats_file.empty())
     throw blockmm::UsageError("--stats-file names one file: in a batch, give each product its own, on its line");
+  if (!run.batch_file.empty()) check_every_rank_reads_the_batch(run.batch_file, placement);
   const std::vector<std::string> common = blockmm::driver::arguments_without_batch(argc, argv);
   std::vector<blockmm::driver::Options> products;
   // Each line parsed as it is read: a file that is no batch fails at its first line.
@@ -100,6 +124,16 @@ std::vector<blockmm::driver::Options> batch_products(int argc, char** argv, cons
                               outputs[second] + " is also the " + owners[first].second + " of " +
                               products[owners[first].first].batch_origin +
                               " (the same file); each product of a batch writes its own files");
+  // Nor does one write over the batch it is read from (a product's own inputs: run.cpp).
+  if (!run.batch_file.empty()) {
+    const std::vector<std::string> batch{run.batch_file == "-" ? "/dev/stdin" : run.batch_file};
+    for (std::size_t o = 0; o < outputs.size(); ++o)
+      if (blockmm::io::input_written_by(outputs[o], batch).input == 0)
+        throw blockmm::UsageError(products[owners[o].first].batch_origin + ": the " + owners[o].second + " " +
+                                  outputs[o] + " is the batch file " +
+                                  (run.batch_file == "-" ? "(standard input)" : run.batch_file) +
+                                  " (the same file); blockmm never writes over its inputs");
+  }
   return products;
 }
 
@@ -134,7 +168,7 @@ int main(int argc, char** argv) {
     products.push_back(options);
   } else {
     try {
-      products = batch_products(argc, argv, options, environment);
+      products = batch_products(argc, argv, options, environment, placement);
     } catch (const blockmm::Error& e) {
       if (!quiet_rank) report(e.what());
       hold_until_every_rank_has_reported(&argc, &argv, placement, environment);

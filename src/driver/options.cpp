@@ -86,7 +86,7 @@ std::string version_text() {
 }
 
 std::int64_t parse_size(const std::string& text, const std::string& option) {
-  const std::string named = option + " '" + text + "'";
+  const std::string named = option + " '" + quoted_value(text) + "'";
   const std::string examples = " (examples: 512M, 8G, 1048576)";
   std::size_t used = 0;
   long double value = 0;
@@ -122,9 +122,10 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& error) {
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
     const std::string name = arg.substr(0, arg.find('='));
     const std::string suggestion = closest_name(name, known);
-    return "unknown option '" + name + "'" + (suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?");
+    return "unknown option '" + quoted_value(name) + "'" +
+           (suggestion.empty() ? "" : "; did you mean '" + suggestion + "'?");
   }
-  return error.what();
+  return quoted_value(error.what(), 2 * kQuotedValueBytes);  // CLI11 quotes the value given
 }
 
 }  // namespace
@@ -253,7 +254,7 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
     if (gpus != "all") {
       const int count = comm::parse_count(gpus.c_str());
       if (count < 1 || count > 1024)
-        throw UsageError("--gpus '" + escape_control_characters(gpus) + "': expected a count from 1 to 1024, or all");
+        throw UsageError("--gpus '" + quoted_value(gpus) + "': expected a count from 1 to 1024, or all");
       options.gpus = count;
     }
     options.format = io::choose_output_format(options.out_path, format);

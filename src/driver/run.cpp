@@ -14,6 +14,7 @@
 #include <new>
 #include <system_error>
 
+#include "backends/choice.hpp"
 #include "console/progress.hpp"
 #include "core/error.hpp"
 #include "driver/backend_choice.hpp"
@@ -23,6 +24,7 @@
 #include "io/input_file.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/product_writer.hpp"
+#include "io/same_file.hpp"
 #include "multiply/multiply.hpp"
 
 namespace blockmm::driver {
@@ -97,19 +99,7 @@ std::int64_t rank_host_memory(std::int64_t asked, const comm::Communicator& comm
 
 multiply::Options multiply_options(const Options& options, int threads, const comm::Communicator& comm,
                                    KeptUntilExit* kept_until_exit) {
-  multiply::Options m;
-  m.chunk_bytes = options.chunk_bytes;
-  m.threads = threads;
-  const settings::Settings& s = options.settings;
-  m.relabel = s.relabel == settings::Switch::on    ? partition::RelabelMode::on
-              : s.relabel == settings::Switch::off ? partition::RelabelMode::off
-                                                   : partition::RelabelMode::automatic;
-  m.share_rows = s.share_rows == settings::ShareRows::off    ? multiply::RowSharingMode::off
-                 : s.share_rows == settings::ShareRows::on   ? multiply::RowSharingMode::on
-                 : s.share_rows == settings::ShareRows::give ? multiply::RowSharingMode::give_first
-                                                             : multiply::RowSharingMode::automatic;
-  m.share_b = s.share_b;
-  m.b_panels = s.b_panels;
+  multiply::Options m = backends::product_options(options.settings, options.chunk_bytes, threads);
   m.host_memory = rank_host_memory(options.host_memory, comm);
   m.host_memory_asked = options.host_memory > 0;
   m.kept_until_exit = kept_until_exit;
@@ -217,14 +207,9 @@ console::RunStats run_product(const Options& options, const comm::Communicator& 
     const int devices = cuda.device_count();
     driver_wait = driver_clock.seconds();
     gpus = rank_gpus(devices, comm, !visibility.empty(), options.gpus);
-    cuda.start_devices(gpus, input_bytes, stats.threads);
-    kernels::WorkEstimate estimate =
-        multiply::estimated_rank_work(shape, a_file->header().k, b_file->header().k, comm.size());
-    if (!gpus.empty()) {
-      estimate.block_products /= static_cast<std::int64_t>(gpus.size());
-      estimate.rows = static_cast<std::int32_t>(estimate.rows / static_cast<std::int32_t>(gpus.size()));
-    }
-    cuda.preload_dense_library(estimate, cuda_choices(options.settings.cuda));
+    backends::start_gpus(cuda, gpus, input_bytes, stats.threads,
+                         multiply::estimated_rank_work(shape, a_file->header().k, b_file->header().k, comm.size()),
+                         cuda_choices(options.settings.cuda));
   }
 
   // The temporary output exists from here on, so that an unwritable target fails before the work.

@@ -1,6 +1,5 @@
 #include "io/atomic_output.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,19 +13,18 @@
 #include <cstring>
 #include <cstdlib>
 #include <algorithm>
-#include <cctype>
 #include <atomic>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <random>
-#include <tuple>
 
 #include "core/error.hpp"
 #include "io/cleanup_watcher.hpp"
 #include "io/mapped_writer.hpp"
 #include "io/output_parts.hpp"
 #include "io/path_names.hpp"
+#include "io/same_file.hpp"
+#include "io/stale_temporaries.hpp"
 
 namespace blockmm::io {
 namespace {
@@ -101,21 +99,9 @@ std::string unusable_output(const std::string& target) {
   if (::stat(target.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
     return "is a pipe or socket; blockmm writes its output into a file it renames into place (a character device "
            "such as /dev/null is written in place)";
-  std::string hop = target;
-  for (int hops = 0; hops < 40 && ::lstat(hop.c_str(), &st) == 0 && S_ISLNK(st.st_mode); ++hops) {
-    std::string link(PATH_MAX, '\0');
-    const ssize_t length = ::readlink(hop.c_str(), link.data(), link.size());
-    if (length <= 0) break;
-    link.resize(static_cast<std::size_t>(length));
-    const std::string next = link.front() == '/' ? link : directory_of(hop) + "/" + link;
-    char* resolved = ::realpath(directory_of(next).c_str(), nullptr);
-    const bool in_proc = resolved != nullptr && std::strncmp(resolved, "/proc/", 6) == 0;
-    std::free(resolved);
-    if (in_proc)
-      return "is a link to an open descriptor (" + link + "), as /dev/stdout is; blockmm renames a finished file into "
-             "place and cannot write into a descriptor: name the file itself";
-    hop = next;
-  }
+  if (const std::string link = descriptor_link(target); !link.empty())
+    return "is a link to an open descriptor (" + link + "), as /dev/stdout is; blockmm renames a finished file into "
+           "place and cannot write into a descriptor: name the file itself";
   return "";
 }
 
@@ -159,49 +145,6 @@ bool same_file(const struct stat& a, std::uint64_t device, std::uint64_t inode) 
   return static_cast<std::uint64_t>(a.st_dev) == device && static_cast<std::uint64_t>(a.st_ino) == inode;
 }
 
-// The process id in `name` where it names a temporary output made on this host ("." + <name> +
-// ".blockmm-tmp." + host + "." + <pid> + "." + <6 random characters>), else -1.
-long temporary_owner(const std::string& name, const std::string& host) {
-  const std::string marker = kMarker + host + ".";
-  if (name.size() < 2 + marker.size() + 2 + kRandomChars || name[0] != '.') return -1;
-  const std::size_t random_at = name.size() - kRandomChars;
-  if (name[random_at - 1] != '.') return -1;
-  for (std::size_t c = random_at; c < name.size(); ++c)
-    if (std::isalnum(static_cast<unsigned char>(name[c])) == 0) return -1;
-  const std::size_t pid_end = random_at - 1;
-  std::size_t pid_begin = pid_end;
-  while (pid_begin > 0 && pid_end - pid_begin < kPidDigits && name[pid_begin - 1] >= '0' && name[pid_begin - 1] <= '9')
-    --pid_begin;
-  if (pid_begin == pid_end || pid_begin < marker.size() + 2) return -1;  // "." and a character of the name first
-  if (name.compare(pid_begin - marker.size(), marker.size(), marker) != 0) return -1;
-  return std::strtol(name.substr(pid_begin, pid_end - pid_begin).c_str(), nullptr, 10);
-}
-
-// Removes the temporary outputs in `dir` left on this host by runs whose process no longer
-// exists (killed with SIGKILL, or a node that rebooted), whatever output they were writing, and
-// says so on stderr: any run that writes into a folder clears it of such leftovers, not only a
-// later run on the same output. Files of live processes, of other hosts, not regular or not
-// ours are left alone.
-void remove_stale_temporaries(const std::string& dir, const std::string& host) {
-  DIR* listing = ::opendir(dir.c_str());
-  if (listing == nullptr) return;  // the creation below reports an unusable directory
-  const int dir_fd = ::dirfd(listing);
-  while (const dirent* entry = ::readdir(listing)) {
-    const std::string name = entry->d_name;
-    const long pid = temporary_owner(name, host);
-    if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to know
-    struct stat st {};
-    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_uid != ::geteuid())
-      continue;
-    if (::unlinkat(dir_fd, name.c_str(), 0) == 0)
-      std::fprintf(stderr, "%s: note: removed %s, the temporary output of a run (process %ld) that no longer exists\n",
-                   program_invocation_short_name, escape_control_characters(dir + "/" + name).c_str(), pid);
-  }
-  ::closedir(listing);
-}
-
 std::string random_suffix() {
   static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   std::random_device device;
@@ -218,70 +161,12 @@ bool is_read_only(const std::string& target) {
   return (st.st_mode & 0222) == 0 || ::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0;
 }
 
-// Identity of a path for same-file checks: the file it names (links followed) when it exists,
-// else its directory's identity and last name.
-struct PathKey {
-  bool exists = false;
-  std::uint64_t device = 0;
-  std::uint64_t inode = 0;
-  std::string name;
-  bool operator==(const PathKey& o) const {
-    return exists == o.exists && device == o.device && inode == o.inode && name == o.name;
-  }
-};
-
-PathKey key_of(const std::string& path) {
-  PathKey key;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    key.exists = true;
-  } else if (::stat(directory_of(path).c_str(), &st) == 0) {
-    key.name = base_name(path);
-  } else {
-    key.name = path;  // unreachable directory: compare the spelling; the run reports it
-    return key;
-  }
-  key.device = static_cast<std::uint64_t>(st.st_dev);
-  key.inode = static_cast<std::uint64_t>(st.st_ino);
-  return key;
-}
-
 }  // namespace
 
 std::string temporary_host_tag() { return host_tag(); }
 
 std::string temporary_prefix(const std::string& target, const std::string& host, long pid) {
   return directory_of(target) + "/" + name_prefix(base_name(target), host) + std::to_string(pid) + ".";
-}
-
-void check_not_an_input(const std::string& output, const std::string& what, const std::vector<std::string>& inputs) {
-  const PathKey out = key_of(output);
-  if (!out.exists) return;
-  for (const std::string& input : inputs) {
-    const PathKey in = key_of(input);
-    if (in.exists && in == out)
-      throw UsageError(output + ": the " + what + " is the input " + input +
-                       " (the same file); blockmm never writes over its inputs");
-  }
-}
-
-void check_distinct_outputs(const std::string& first, const std::string& second, const std::string& second_what) {
-  struct stat st {};
-  const bool device = ::stat(first.c_str(), &st) == 0 && S_ISCHR(st.st_mode);  // /dev/null twice: written in place
-  if (!device && key_of(first) == key_of(second))
-    throw UsageError(second + ": the " + second_what + " is the output " + first + " (the same file)");
-}
-
-std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std::string>& paths) {
-  std::map<std::tuple<bool, std::uint64_t, std::uint64_t, std::string>, std::size_t> seen;
-  for (std::size_t p = 0; p < paths.size(); ++p) {
-    struct stat st {};
-    if (::stat(paths[p].c_str(), &st) == 0 && S_ISCHR(st.st_mode)) continue;  // /dev/null: written in place
-    const PathKey key = key_of(paths[p]);
-    const auto [at, fresh] = seen.emplace(std::make_tuple(key.exists, key.device, key.inode, key.name), p);
-    if (!fresh) return {at->second, p};
-  }
-  return {paths.size(), paths.size()};
 }
 
 void remove_temporary_from_signal_handler() noexcept { remove_registered(); }
@@ -343,6 +228,8 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
           throw OutputError(target + ": cannot create a temporary file in " + dir + ": " + errno_text(errno));
       }
       cleanup_slot_ = arm_cleanup(temporary_);  // at once: a signal during the collectives below must not leave it
+      // What keeps other runs' sweeps off it (stale_temporaries.hpp): held with fd_, until the rename.
+      hold_liveness_lock(fd_);
       struct stat made {};
       if (::fstat(fd_, &made) != 0)
         throw OutputError(target + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));

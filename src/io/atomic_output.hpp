@@ -6,8 +6,9 @@
 // the file rank 0 created; at commit rank 0 checks that the name still points at the file written
 // before it renames. Interrupted runs (SIGINT, SIGTERM, SIGHUP, SIGQUIT, and SIGPIPE, which kills a
 // rank whose launcher is gone) remove the temporary file from a signal handler; temporary files
-// of killed runs (SIGKILL) carry the host and process id in their name, and the next run writing
-// into the same folder removes those whose process is gone.
+// of killed runs (SIGKILL) carry the host and process id in their name; the process that created
+// a temporary holds a lock on it while it lives, and the next run writing into the same folder
+// removes those whose lock is free (stale_temporaries.hpp).
 // A character device as target (/dev/null, say, for timing runs) is written in place: renaming
 // over it would replace the device node.
 #pragma once
@@ -15,8 +16,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "comm/communicator.hpp"
 #include "io/file_access.hpp"
@@ -43,21 +42,11 @@ std::string temporary_prefix(const std::string& target, const std::string& host,
 // This host's name as it appears in temporary names ([A-Za-z0-9_-], at most 32 characters).
 std::string temporary_host_tag();
 
-// UsageError (exit 2) when `output` is the same file as one of `inputs` (same device and inode,
-// through any path), or names the same directory entry. `what` names the output in the message
-// ("output", "--stats-file").
-void check_not_an_input(const std::string& output, const std::string& what, const std::vector<std::string>& inputs);
-// UsageError when two outputs would be the same file or the same directory entry.
-void check_distinct_outputs(const std::string& first, const std::string& second, const std::string& second_what);
-// The first two of `paths` (in order) that name the same file or the same directory entry, as
-// check_distinct_outputs tells them; (size, size) when there are none. Character devices
-// (/dev/null, written in place) may repeat.
-std::pair<std::size_t, std::size_t> first_repeated_output(const std::vector<std::string>& paths);
-
 class AtomicOutput {
  public:
   // Collective: rank 0 removes stale temporary files in the target's folder (of any output) left
-  // by killed runs on this host, creates "<dir>/.<name>.blockmm-tmp.<host>.<pid>.XXXXXX", and every rank learns its name.
+  // by killed runs (stale_temporaries.hpp), creates "<dir>/.<name>.blockmm-tmp.<host>.<pid>.XXXXXX"
+  // and holds its liveness lock until the commit, and every rank learns its name.
   // Throws OutputError (exit 4) when the directory does not take new files or the existing target
   // is read-only.
   AtomicOutput(const std::string& target, const comm::Communicator& comm);

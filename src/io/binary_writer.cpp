@@ -166,7 +166,7 @@ OutputPolicy output_policy(const WritePolicy& write, int rank_threads, const std
     errno = 0;
     const long count = std::strtol(parts.c_str(), &end, 10);
     if (parts.empty() || errno != 0 || *end != '\0' || count < 1 || count > OutputPolicy::kMaxParts)
-      throw UsageError("--parts '" + escape_control_characters(parts) + "' must be auto, off or a count from 1 to " +
+      throw UsageError("--parts '" + quoted_value(parts) + "' must be auto, off or a count from 1 to " +
                        std::to_string(OutputPolicy::kMaxParts));
     policy.parts = static_cast<int>(count);
   }

@@ -88,9 +88,9 @@ std::optional<PartsRecord> parse_parts_user_block(const std::string& bytes) {
   return record;
 }
 
-std::vector<std::string> parts_of_existing_output(const std::string& target) {
-  // Never through a link or into a FIFO: only a regular file at the name itself is read.
-  const int fd = ::open(target.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+std::vector<std::string> parts_of_existing_output(const std::string& target, bool follow_links) {
+  // Never into a FIFO (nor through a link, unless asked): only a regular file is read.
+  const int fd = ::open(target.c_str(), O_RDONLY | (follow_links ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return {};
   struct stat st {};
   std::string bytes(static_cast<std::size_t>(kPartsUserBlockBytes), '\0');

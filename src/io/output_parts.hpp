@@ -40,8 +40,9 @@ struct PartsRecord {
 std::optional<PartsRecord> parse_parts_user_block(const std::string& bytes);
 
 // The part files of the parted output at `target` (read from its user block; nothing where the
-// target is not a regular file or holds no record), as names in target's folder.
-std::vector<std::string> parts_of_existing_output(const std::string& target);
+// target is not a regular file or holds no record), as names in target's folder. A link at
+// `target` is followed only where `follow_links` (a parted input, as its reader follows it).
+std::vector<std::string> parts_of_existing_output(const std::string& target, bool follow_links = false);
 // Removes those of `names` (in target's folder) that are regular files of this user, leaving any
 // whose generation is `keep_generation`. Returns the names removed.
 std::vector<std::string> remove_replaced_parts(const std::string& target, const std::vector<std::string>& names,

@@ -86,9 +86,26 @@ struct BackendTraits {
   bool device = false;
 };
 
+// A GPU backend's device memory in one product (kernels/cuda/device_ledger.hpp), in bytes.
+struct DeviceMemoryReport {
+  std::int64_t budget = 0;       // --mem-budget (0: a share of the free memory)
+  // The most its GPU's ledger held at once: every device array by its allocator pages, cuBLAS's
+  // workspace, and the reserve for what CUDA allocates on its own.
+  std::int64_t ledger_peak = 0;
+  // The most the GPU's free memory fell below where it stood when the process's first backend
+  // began on it (its context made, nothing allocated), and the most of that beyond the ledger's
+  // arrays (the kernels' modules, cuBLAS's handle, partly used pages): cudaMemGetInfo sampled at
+  // the backend's phases, or around every allocation and free where `every_allocation` (a
+  // developer setting). Device-wide: other processes on the GPU count too. -1: not sampled.
+  std::int64_t observed_peak = -1;
+  std::int64_t beyond_arrays_peak = -1;
+  bool every_allocation = false;
+};
+
 struct BackendCounters {
   std::int64_t bytes_built = 0;       // record bytes it built operands from (uploaded, for a GPU)
   std::int64_t bytes_from_peers = 0;  // operand bytes copied in from another backend
+  DeviceMemoryReport device_memory;   // GPU backends
 };
 
 // One run's kernels. A backend builds its own operands where it computes (host memory or a
@@ -130,8 +147,10 @@ class Backend {
   // splits a rank's work over. An operand that another backend of the same kind built, held here
   // as a copy of its own (between GPUs: a peer copy, over NVLink where there is one).
   virtual std::unique_ptr<Operand> copy_operand(const Operand& source) = 0;
-  // Bytes that an operand built from `records` takes where this backend holds it (at its build's
-  // peak), and the bytes it may still hold beside what it holds now (0: no bound it knows of).
+  // Bytes that an operand built from `records` holds where this backend keeps it, once built (its
+  // build's own peak is the backend's to keep within its room: a GPU builds on the host what would
+  // not fit), and the bytes it may still hold beside what it holds now (0: no bound it knows of).
+  // An operand whose spec asks for host memory takes none of the device's.
   virtual std::int64_t operand_bytes(const RecordSource& records, const OperandSpec& spec) const = 0;
   virtual std::int64_t memory_room() const { return 0; }
   // Device memory a numeric phase needs at least beside its operands and pattern (its smallest
@@ -178,6 +197,9 @@ struct CudaChoices {
   // kernels, for comparison.
   bool tensor_core_blocks = true;
   Build build = Build::automatic;  // host: build CSR/CSC on the host and upload (the fallback)
+  // Sample the GPU's free memory around every device allocation and free, for the observed peak
+  // of DeviceMemoryReport (a driver call each: for tests and measurements).
+  bool probe_memory = false;
   std::int64_t symbolic_batch_bytes = 0;  // scratch of one symbolic batch; 0: a quarter of the room
 };
 

@@ -246,7 +246,9 @@ void build_columns(Rank& rank, const LayoutPlan& plan) {
     panels = partition::panels_in_memory(std::make_shared<const InputRecords>(held.take()), cut);
   }
   dist.b.reset();
-  std::unique_ptr<kernels::Operand> a = rank.backend(0).build(*dist.a, dist.a_spec);
+  OperandSpec a_spec = dist.a_spec;
+  a_spec.in_host_memory = plan.a_in_host_memory;
+  std::unique_ptr<kernels::Operand> a = rank.backend(0).build(*dist.a, a_spec);
   dist.a.reset();
   for (std::size_t w = 1; w < backends; ++w) rank.workers[w].a = rank.backend(w).copy_operand(*a);
   rank.workers[0].a = std::move(a);
@@ -256,7 +258,8 @@ void build_columns(Rank& rank, const LayoutPlan& plan) {
   rank.streamed = panels.size() > backends;
   rank.report.team_layout = "B split by block-columns into " + std::to_string(panels.size()) + " panels over " +
                             std::to_string(backends) + " " + rank.backend(0).name() + " backends" +
-                            (rank.streamed ? ", streamed" : "") + (rank.b_file ? ", read from its file" : "");
+                            (rank.streamed ? ", streamed" : "") + (rank.b_file ? ", read from its file" : "") +
+                            (plan.a_in_host_memory ? "; A read from host memory" : "");
 }
 
 void build(Rank& rank, const LayoutPlan& plan) {
@@ -421,8 +424,10 @@ void finish_report(Rank& rank) {
     const BackendSteps steps = backend.steps();
     out.setup_seconds = steps.setup_context.seconds + steps.setup_wait_for_context.seconds;
     keep_longest(report.backend_steps, steps);
-    out.bytes_built = backend.counters().bytes_built;
-    out.bytes_from_peers = backend.counters().bytes_from_peers;
+    const kernels::BackendCounters counters = backend.counters();
+    out.bytes_built = counters.bytes_built;
+    out.bytes_from_peers = counters.bytes_from_peers;
+    out.device_memory = counters.device_memory;
     out.block_products = worker.block_products;
     for (const Job& job : worker.jobs) {
       out.tiles += job.pattern->tiles();

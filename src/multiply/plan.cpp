@@ -70,11 +70,15 @@ LayoutPlan plan_layout(const LayoutFacts& facts) {
   // spare (the cut is by work, and panels hold B's blocks unevenly).
   std::int64_t cap = 0;
   if (facts.room > 0 && facts.a_bytes + facts.b_bytes + facts.numeric_bytes > facts.room) {
-    const std::int64_t left = facts.room - facts.a_bytes - facts.numeric_bytes;
+    std::int64_t left = facts.room - facts.a_bytes - facts.numeric_bytes;
+    if (left <= 0) {  // A stays in host memory, which the GPUs read: the room is the panels'
+      plan.a_in_host_memory = true;
+      left = facts.room - facts.numeric_bytes;
+    }
     if (left <= 0)
-      throw ResourceError("each GPU must hold the rank's rows of A (" + mib(facts.a_bytes) + ") and a numeric chunk (" +
-                          mib(facts.numeric_bytes) + "), more than its memory budget of " + mib(facts.room) +
-                          ": use more ranks across nodes (they split A's rows), or raise --mem-budget");
+      throw ResourceError("each GPU must hold a numeric chunk (" + mib(facts.numeric_bytes) +
+                          ") beside B's panels, more than its memory budget leaves (" + mib(facts.room) +
+                          "): raise --mem-budget");
     cap = std::max<std::int64_t>(1, left * 4 / 5);
   }
   if (facts.b_host_room > 0 && facts.b_host_bytes > facts.b_host_room) {

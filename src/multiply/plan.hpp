@@ -53,9 +53,12 @@ struct LayoutPlan {
   bool split_columns = false;   // else rows: one backend, or the rank's rows split over the team
   int panels = 1;               // at least: the cut splits a panel past max_panel_bytes again
   std::int64_t max_panel_bytes = 0;  // of B on one backend (0: no bound)
+  // Columns: A stays in host memory, read by the GPUs (OperandSpec::in_host_memory), where it
+  // does not fit beside the numeric chunks.
+  bool a_in_host_memory = false;
 };
 
-// Throws ResourceError where A and a numeric chunk alone exceed a backend's room.
+// Throws ResourceError where a numeric chunk alone exceeds a backend's room.
 LayoutPlan plan_layout(const LayoutFacts& facts);
 
 // "12 MiB", rounded up.

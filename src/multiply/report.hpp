@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/backend_steps.hpp"
+#include "kernels/backend.hpp"
 #include "multiply/phases.hpp"
 
 namespace blockmm::multiply {
@@ -26,6 +27,7 @@ struct WorkerReport {
   std::int64_t tiles = 0;
   double numeric_seconds = 0;
   double setup_seconds = 0;            // its GPU's start (context and staging), where it waited for it
+  kernels::DeviceMemoryReport device_memory{};  // a GPU's: its budget and the peaks its memory reached
 };
 
 struct Report {

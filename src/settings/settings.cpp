@@ -43,6 +43,8 @@ const std::vector<Variable> kTable = {
     {"BLOCKMM_CUDA_GENERIC", Audience::developer, "0|1", "1: the generic sparse tile kernel for every block size"},
     {"BLOCKMM_CUDA_BUILD", Audience::developer, "host|device", "where the cuda backend builds its operands"},
     {"BLOCKMM_CUDA_TC", Audience::developer, "0|1", "block products of the sparse path on tensor cores never or always"},
+    {"BLOCKMM_CUDA_PROBE_MEMORY", Audience::developer, "0|1",
+     "1: sample each GPU's free memory around every device allocation (--stats=json's observed device peak)"},
     {"BLOCKMM_TEST_NODE_MEMORY", Audience::developer, "pause|refuse=R",
      "tests: the node's rank R cannot open the node's shared memory, or its first rank stops once it allocated it"},
 };
@@ -57,7 +59,7 @@ class Reader {
     if (value == nullptr || *value == '\0') return;
     const Variable* variable = find(name);
     if (!parse(std::string(value)))
-      throw UsageError(std::string(name) + "='" + escape_control_characters(value) + "': expected " +
+      throw UsageError(std::string(name) + "='" + quoted_value(value) + "': expected " +
                        (variable != nullptr ? variable->values : "another value"));
     given_.push_back(std::string(name) + "=" + value);
   }
@@ -193,6 +195,7 @@ Settings Settings::read(const Lookup& lookup) {
     return true;
   });
   r.read("BLOCKMM_CUDA_TC", [&](const std::string& t) { return parse_flag_switch(t, s.cuda.tensor_core_blocks); });
+  r.read("BLOCKMM_CUDA_PROBE_MEMORY", [&](const std::string& t) { return parse_flag(t, s.cuda.probe_memory); });
   r.read("BLOCKMM_TEST_NODE_MEMORY", [&](const std::string& t) {
     long long v = 0;
     if (t == "pause") s.test_node_memory_pause = true;

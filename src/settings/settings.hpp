@@ -42,6 +42,7 @@ struct CudaOverrides {
   bool generic_kernel = false;                      // BLOCKMM_CUDA_GENERIC
   enum class Build { automatic, device, host } build = Build::automatic;
   Switch tensor_core_blocks = Switch::automatic;    // BLOCKMM_CUDA_TC
+  bool probe_memory = false;                        // BLOCKMM_CUDA_PROBE_MEMORY
 };
 
 struct Settings {

@@ -23,6 +23,7 @@
 #include "io/file_access.hpp"
 #include "io/library_guard.hpp"
 #include "io/product_writer.hpp"
+#include "io/same_file.hpp"
 #include "tools/compare.hpp"
 #include "tools/convert.hpp"
 #include "tools/file_summary.hpp"
@@ -67,7 +68,9 @@ int run_tool(const char* tool, CLI::App& app, int argc, char** argv, const std::
       return code;
     }
     // One line, as every error: the pointer to --help rides on it.
-    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", tool, escape_control_characters(e.what()).c_str(), tool);
+    // CLI11's message quotes the value given: cut as every quoted value is.
+    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", tool, quoted_value(e.what(), 2 * kQuotedValueBytes).c_str(),
+                 tool);
     return static_cast<int>(ExitCode::usage);
   }
   try {
@@ -265,6 +268,7 @@ int convert_command(int argc, char** argv) {
              "5 out of memory.");
 
   return run_tool("blockmm-convert", app, argc, argv, [&] {
+    io::check_not_an_input(out_path, "output", {in_path});
     const io::OutputFormat format = io::choose_output_format(out_path, to);
     const std::string warning = io::output_name_warning(out_path, format);
     if (!warning.empty())

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/json_text.hpp"
 #include "core/record_layout.hpp"
+#include "core/thread_limit.hpp"
 #include "core/saturate.hpp"
 
 namespace blockmm {
@@ -21,6 +23,36 @@ namespace {
 std::uint32_t saturated_sum(std::uint64_t x) {
   return x > std::numeric_limits<std::uint32_t>::max() ? std::numeric_limits<std::uint32_t>::max()
                                                        : static_cast<std::uint32_t>(x);
+}
+
+// A value a message quotes (issue 52, item 5): whole up to kQuotedValueBytes, else its first bytes
+// and "…", never half a UTF-8 character; control characters escaped as names are.
+TEST(QuotedValue, CutsLongValuesAtACharacterWithAnEllipsis) {
+  const std::string ellipsis = "\xE2\x80\xA6";
+  EXPECT_EQ(quoted_value("two"), "two");
+  EXPECT_EQ(quoted_value("1\n2"), "1\\x0a2");
+  EXPECT_EQ(quoted_value(std::string(kQuotedValueBytes, 'x')), std::string(kQuotedValueBytes, 'x'));
+  EXPECT_EQ(quoted_value(std::string(kQuotedValueBytes + 1, 'x')), std::string(kQuotedValueBytes, 'x') + ellipsis);
+  EXPECT_EQ(quoted_value(std::string(100000, 'x')).size(), kQuotedValueBytes + 3);
+  EXPECT_EQ(quoted_value("abcdef", 4), "abcd" + ellipsis);
+  // "é" is two bytes: a cut at an odd byte keeps the character before it whole.
+  std::string accents;
+  for (int c = 0; c < 100; ++c) accents += "\xc3\xa9";
+  EXPECT_EQ(quoted_value(accents, 5), "\xc3\xa9\xc3\xa9" + ellipsis);
+  EXPECT_EQ(quoted_value(accents, 6), "\xc3\xa9\xc3\xa9\xc3\xa9" + ellipsis);
+  EXPECT_EQ(quoted_value(std::string(200, '\n'), 2), "\\x0a\\x0a" + ellipsis);
+  // The thread counts' messages quote through it.
+  for (const auto& check : {+[] { parse_thread_count(std::string(5000, '9'), "--threads"); },
+                            +[] { parse_thread_count(std::string(5000, 'x'), "--threads"); },
+                            +[] { check_omp_num_threads(std::string(5000, '9')); }}) {
+    try {
+      check();
+      ADD_FAILURE() << "no error";
+    } catch (const UsageError& e) {
+      EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(ellipsis), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Saturate, AddsAndClampsAsUint64SumsDo) {

@@ -25,9 +25,13 @@ ALLOWED = {
     "partition": {"core", "comm", "io", "operands"},
     "kernels": {"core", "operands"},
     "multiply": {"core", "comm", "io", "partition", "kernels"},
+    # Which backends a process multiplies with, for the driver and the Python extension alike.
+    "backends": {"core", "settings", "kernels", "multiply"},
     # What a run shows its user: formats the driver's phases and the product's report (multiply/report.hpp).
     "console": {"core", "settings", "multiply"},
-    "driver": {"core", "settings", "comm", "io", "kernels", "multiply", "console"},
+    "driver": {"core", "settings", "comm", "io", "kernels", "multiply", "backends", "console"},
+    # The product inside a Python process (blockmm.multiply): a front end beside the driver.
+    "python": {"core", "settings", "comm", "io", "kernels", "multiply", "backends"},
     "tools": {"core", "settings", "comm", "io"},
 }
 

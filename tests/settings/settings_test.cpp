@@ -70,6 +70,7 @@ TEST(Settings, DocumentedValuesAreRead) {
                                 {"BLOCKMM_CUDA_GENERIC", "1"},
                                 {"BLOCKMM_CUDA_BUILD", "host"},
                                 {"BLOCKMM_CUDA_TC", "0"},
+                                {"BLOCKMM_CUDA_PROBE_MEMORY", "1"},
                                 {"BLOCKMM_TEST_NODE_MEMORY", "refuse=2"},
                                 {"OMP_NUM_THREADS", "4,2"},
                                 {"COLUMNS", "132"},
@@ -94,6 +95,7 @@ TEST(Settings, DocumentedValuesAreRead) {
   EXPECT_TRUE(s.cuda.generic_kernel);
   EXPECT_EQ(s.cuda.build, CudaOverrides::Build::host);
   EXPECT_EQ(s.cuda.tensor_core_blocks, Switch::off);
+  EXPECT_TRUE(s.cuda.probe_memory);
   EXPECT_EQ(s.test_node_memory_refuse, 2);
   EXPECT_EQ(s.omp_num_threads, "4,2");
   EXPECT_EQ(s.columns, 132);
@@ -125,6 +127,7 @@ TEST(Settings, MalformedValuesAreUsageErrorsNamingTheVariable) {
       {"BLOCKMM_CUDA_GENERIC", {"2"}},
       {"BLOCKMM_CUDA_BUILD", {"gpu"}},
       {"BLOCKMM_CUDA_TC", {"on"}},
+      {"BLOCKMM_CUDA_PROBE_MEMORY", {"yes", "2"}},
       {"BLOCKMM_TEST_NODE_MEMORY", {"refuse", "refuse=x", "stop"}},
   };
   EXPECT_EQ(bad.size(), table().size()) << "every variable of the table has malformed values here";

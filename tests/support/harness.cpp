@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -214,6 +215,12 @@ void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   if (!out) fail("cannot write " + path);
+}
+
+bool date_back(const std::string& path, long seconds) {
+  const struct timespec when = {std::time(nullptr) - seconds, 0};
+  const struct timespec times[2] = {when, when};
+  return ::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 bool path_exists(const std::string& path) {

@@ -83,6 +83,10 @@ std::vector<std::byte> read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::vector<std::byte>& bytes);
 void write_text(const std::string& path, const std::string& text);
 bool path_exists(const std::string& path);  // lstat: links count too
+// Dates `path`'s last change (mtime and atime) back by `seconds`; false where it cannot. The
+// stale-temporary sweep leaves alone what changed in its last 600 s (io/stale_temporaries.hpp):
+// tests make a leftover older than that.
+bool date_back(const std::string& path, long seconds);
 // Names in a directory, sorted, hidden ones included ("." and ".." excluded).
 std::vector<std::string> list_dir(const std::string& dir);
 

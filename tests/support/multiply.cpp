@@ -64,6 +64,7 @@ ProductRun multiply(const InputRecords& a, const InputRecords& b, kernels::Backe
   const kernels::NumericReport report = backend->numeric(*am, *bm, *pattern, sink, options);
   run.chunks = report.chunks;
   run.device = report.device;
+  run.counters = backend->counters();
   return run;
 }
 

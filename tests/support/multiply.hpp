@@ -19,6 +19,7 @@ struct ProductRun {
   std::int64_t chunks = 0;
   std::string device;  // the backend's description of where it ran (NumericReport::device)
   std::set<std::thread::id> writer_threads;  // the threads that called the sink's write()
+  kernels::BackendCounters counters;         // the backend's, after the product
 };
 
 // C = A x B on one rank with `kind`; chunk_bytes small values force many chunks.

@@ -18,6 +18,7 @@ class CublasLibrary {
   using Destroy = cublasStatus_t (*)(cublasHandle_t);
   using SetStream = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
   using SetMathMode = cublasStatus_t (*)(cublasHandle_t, cublasMath_t);
+  using SetWorkspace = cublasStatus_t (*)(cublasHandle_t, void*, size_t);
   using Dgemm = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                    const double*, const double*, int, const double*, int, const double*, double*, int);
   using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
@@ -28,6 +29,7 @@ class CublasLibrary {
   Destroy destroy = nullptr;
   SetStream set_stream = nullptr;
   SetMathMode set_math_mode = nullptr;
+  SetWorkspace set_workspace = nullptr;
   Dgemm dgemm = nullptr;
   GemmEx gemm_ex = nullptr;
 
@@ -53,9 +55,10 @@ class CublasLibrary {
     destroy = reinterpret_cast<Destroy>(::dlsym(handle_, "cublasDestroy_v2"));
     set_stream = reinterpret_cast<SetStream>(::dlsym(handle_, "cublasSetStream_v2"));
     set_math_mode = reinterpret_cast<SetMathMode>(::dlsym(handle_, "cublasSetMathMode"));
+    set_workspace = reinterpret_cast<SetWorkspace>(::dlsym(handle_, "cublasSetWorkspace_v2"));
     dgemm = reinterpret_cast<Dgemm>(::dlsym(handle_, "cublasDgemm_v2"));
     gemm_ex = reinterpret_cast<GemmEx>(::dlsym(handle_, "cublasGemmEx"));
-    if (!create || !destroy || !set_stream || !set_math_mode || !dgemm || !gemm_ex) {
+    if (!create || !destroy || !set_stream || !set_math_mode || !set_workspace || !dgemm || !gemm_ex) {
       error_ = name + " lacks an expected symbol";
       handle_ = nullptr;
     }

@@ -1,7 +1,11 @@
 // The cuda backend's cuBLAS session: the library loaded on first use (cublas_loader.cuh), one
 // handle a backend, made ready before the numeric phase where the dense path will likely run
 // (loaded, a handle, its GEMM kernel chosen and loaded by one product of the dense path's shape
-// family: dense_plan.hpp, WarmUpProduct), and lent to a numeric phase's compute stream.
+// family: dense_plan.hpp, WarmUpProduct), and lent to a numeric phase's compute stream. Its
+// device memory is the ledger's (device_ledger.hpp): the workspace cuBLAS works in is a device
+// array given to it (cublasSetWorkspace), not the pool the library would allocate for itself,
+// and the warm-up's operands are allocated before its thread starts and freed once it is waited
+// for, so that what the backend plans with never depends on where that thread is.
 #pragma once
 
 #include <cublas_v2.h>
@@ -33,16 +37,22 @@ namespace blockmm::kernels::cuda {
 // accumulation (C = A^T B, A stored K x rows: the layout int8 tensor-core GEMMs take).
 class CublasHandle {
  public:
-  explicit CublasHandle(cudaStream_t stream) : blas_(CublasLibrary::get()) {
+  // Works in `workspace_bytes` at `workspace` (device memory, 256-byte aligned) on `stream`.
+  CublasHandle(cudaStream_t stream, void* workspace, std::size_t workspace_bytes)
+      : blas_(CublasLibrary::get()), workspace_(workspace), workspace_bytes_(workspace_bytes) {
     BLOCKMM_CUBLAS_CHECK(blas_.create(&handle_));
-    BLOCKMM_CUBLAS_CHECK(blas_.set_stream(handle_, stream));
+    set_stream(stream);
     // Native float64 only: integer sums below 2^53 are then exact in any order.
     BLOCKMM_CUBLAS_CHECK(blas_.set_math_mode(handle_, CUBLAS_DEFAULT_MATH));
   }
   ~CublasHandle() { blas_.destroy(handle_); }
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
-  void set_stream(cudaStream_t stream) { BLOCKMM_CUBLAS_CHECK(blas_.set_stream(handle_, stream)); }
+  // cublasSetStream gives the handle back the library's own workspace pool: ours is set again.
+  void set_stream(cudaStream_t stream) {
+    BLOCKMM_CUBLAS_CHECK(blas_.set_stream(handle_, stream));
+    BLOCKMM_CUBLAS_CHECK(blas_.set_workspace(handle_, workspace_, workspace_bytes_));
+  }
   void multiply(int rows, int cols, int k, const double* a, const double* b, double* c) {
     const double one = 1.0, zero = 0.0;
     BLOCKMM_CUBLAS_CHECK(blas_.dgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, rows, cols, k, &one, a, rows, b, k, &zero, c, rows));
@@ -62,15 +72,19 @@ class CublasHandle {
 
  private:
   const CublasLibrary& blas_;
+  void* workspace_;
+  std::size_t workspace_bytes_;
   cublasHandle_t handle_ = nullptr;
 };
 
-// cuBLAS made ready before the numeric phase: the library loaded, a handle created, and one
-// product of the dense path's kind and shape family issued and waited for. Between numeric
-// phases the handle works on its own stream.
+// cuBLAS made ready before the numeric phase: the library loaded, a handle created with its
+// workspace, and one product of the dense path's kind and shape family issued and waited for.
+// Between numeric phases the handle works on its own stream.
 struct ReadyCublas {
+  explicit ReadyCublas(DeviceArray<std::byte> workspace_memory) : workspace(std::move(workspace_memory)) {}
   Stream stream;
-  CublasHandle handle{stream.get()};
+  DeviceArray<std::byte> workspace;
+  CublasHandle handle{stream.get(), workspace.get(), workspace.bytes()};
 };
 
 // Whether the dense path (and so cuBLAS) will likely run: its choice needs only these counts
@@ -83,20 +97,32 @@ void load_cublas();
 
 class CublasSession {
  public:
-  CublasSession(std::int64_t budget, const CudaChoices& choices) : budget_(budget), choices_(choices) {}
+  explicit CublasSession(const CudaChoices& choices) : choices_(choices) {}
   // When the dense path will (likely) run, cuBLAS is made ready on a thread of its own, beside
   // the build or the symbolic phase, not inside the numeric phase; where the driver started the
-  // load beside the context (preload_dense_library), that thread waits for that load. Once a
-  // session.
-  void prepare_if_dense(int device, std::int64_t n, std::int32_t m, std::int32_t rows, std::int64_t block_products);
-  // The handle (waiting for a preparation in flight, or made now), working on the pipeline's
-  // compute stream until the pipeline goes, then on its own again.
+  // load beside the context (preload_dense_library), that thread waits for that load. Its
+  // workspace and the warm-up's operands (at most a sixteenth of `room`, the bytes the backend
+  // may still allocate) are allocated here, on the current device. Once a session, and only with
+  // kEarlyCublasRoom of room; never throws (the numeric phase makes its own handle where this
+  // could not).
+  void prepare_if_dense(int device, std::int64_t n, std::int32_t m, std::int32_t rows, std::int64_t block_products,
+                        std::int64_t room);
+  // Waits for a preparation in flight and frees the warm-up's operands: before a numeric phase
+  // plans with its room.
+  void settle();
+  // The device memory make_ready(room) would take now (0 where a handle is ready), and a handle
+  // ready, made now with a workspace for `room` where none was prepared: the dense path plans
+  // without those bytes, then makes its handle.
+  std::int64_t bytes_to_make_ready(std::int64_t room) const;
+  void make_ready(std::int64_t room);
+  // The handle (made ready, as make_ready), working on the pipeline's compute stream until the
+  // pipeline goes, then on its own again.
   CublasHandle& attach(ChunkPipeline& pipeline);
 
  private:
-  std::int64_t budget_;
   CudaChoices choices_;
   std::shared_ptr<ReadyCublas> ready_;
+  std::shared_ptr<void> warm_up_operands_;  // device arrays the preparation's product uses
   std::future<std::shared_ptr<ReadyCublas>> preload_;  // last member: destroyed (waited for) first
 };
 

@@ -1,8 +1,10 @@
 // The CUDA backend (the Backend interface): device choice, operands built on the device
-// (device_build.cu; the host build uploaded where that would not fit the budget), the symbolic
-// phase (device_symbolic.cu), and the numeric phase's choice between its two paths, the sparse
-// tile kernels (sparse_numeric.cu) and the dense tiles on cuBLAS (dense_numeric.cu), both
-// streamed to the sink through the chunk pipeline (chunk_pipeline.cu) under a memory budget.
+// (device_build.cu; the host build uploaded where that would not fit the budget, or kept in host
+// memory the kernels read where the operand itself would not), the symbolic phase
+// (device_symbolic.cu), and the numeric phase's choice between its two paths, the sparse tile
+// kernels (sparse_numeric.cu) and the dense tiles on cuBLAS (dense_numeric.cu), both streamed to
+// the sink through the chunk pipeline (chunk_pipeline.cu) under a memory budget: what its GPU's
+// ledger (device_ledger.hpp) does not hold yet.
 #include <cuda_runtime.h>
 
 #include <omp.h>
@@ -26,6 +28,7 @@
 #include "kernels/cuda/dense_numeric.cuh"
 #include "kernels/cuda/dense_plan.hpp"
 #include "kernels/cuda/device_build.cuh"
+#include "kernels/cuda/device_ledger.hpp"
 #include "kernels/cuda/device_memory.cuh"
 #include "kernels/cuda/device_operands.cuh"
 #include "kernels/cuda/device_symbolic.cuh"
@@ -70,6 +73,12 @@ bool shared_via_mps(int device) {
   return false;
 }
 
+// The device build's peak for `records` (device_ledger.hpp).
+std::int64_t device_build_bytes(const RecordSource& records, const OperandSpec& spec) {
+  return cuda::device_build_peak_bytes(records.size(), records.shape().m, spec.row_end - spec.row_begin,
+                                       records.shape().block_rows(), spec.role == OperandRole::right);
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const CudaConfig& config, cuda::PreparedDevice prepared)
@@ -78,9 +87,16 @@ class CudaBackend final : public Backend {
         threads_(config.threads > 0 ? config.threads : omp_get_max_threads()),
         budget_(config.memory_budget),
         choices_(config.choices),
-        cublas_(budget_, choices_) {
+        ledger_(cuda::device_ledger(config.device)),
+        attachment_(ledger_),
+        cublas_(choices_) {
     BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
     BLOCKMM_CUDA_CHECK(cudaFree(nullptr));  // create the context now, not inside the first timed phase
+    // Usage is measured from here (the process's first backend on this GPU).
+    std::size_t free_bytes = 0, total_bytes = 0;
+    BLOCKMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    ledger_.baseline(static_cast<std::int64_t>(free_bytes));
+    if (choices_.probe_memory) ledger_.probe_every_allocation();
     staging_.adopt(std::move(prepared.staging));
     steps_ = prepared.steps;
     cudaDeviceProp prop{};
@@ -89,7 +105,8 @@ class CudaBackend final : public Backend {
                    (shared_via_mps(device_) ? ", CUDA MPS" : "") + ")" +
                    (config.name_note.empty() ? "" : " " + config.name_note);
     if (config.estimate.block_products > 0)
-      cublas_.prepare_if_dense(device_, config.estimate.n, config.estimate.m, config.estimate.rows, config.estimate.block_products);
+      cublas_.prepare_if_dense(device_, config.estimate.n, config.estimate.m, config.estimate.rows,
+                               config.estimate.block_products, room());
   }
 
   std::string name() const override { return "cuda"; }
@@ -100,23 +117,35 @@ class CudaBackend final : public Backend {
     return traits;
   }
 
-  BackendCounters counters() const override { return counters_; }
+  BackendCounters counters() const override {
+    BackendCounters counters = counters_;
+    observe();
+    DeviceMemoryReport& memory = counters.device_memory;
+    memory.budget = budget_;
+    memory.ledger_peak = ledger_.peak();
+    memory.observed_peak = ledger_.observed_peak();
+    memory.beyond_arrays_peak = ledger_.beyond_arrays_peak();
+    memory.every_allocation = ledger_.probing();
+    return counters;
+  }
   void begin_product() override {
     counters_ = {};
     steps_ = {};
+    in_host_memory_ = false;
+    observe();
+    ledger_.restart_peaks();
   }
 
   BackendSteps steps() const override { return steps_; }
 
   // On the device when its peak fits the memory left (or when asked), else the host build
-  // uploaded: the same operand either way.
+  // uploaded, or kept in host memory where the spec asks: the same operand every way.
   std::unique_ptr<Operand> build(RecordSource& records, const OperandSpec& spec) override {
     BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
     Stream stream;
-    const std::int64_t available = budget_ > 0 ? budget_ - *resident_ : free_memory_share();
-    const bool on_device = choices_.build == CudaChoices::Build::device ||
-                           (choices_.build == CudaChoices::Build::automatic &&
-                            cuda::device_build_bytes(records, spec) <= available);
+    const bool on_device = !spec.in_host_memory && (choices_.build == CudaChoices::Build::device ||
+                                                    (choices_.build == CudaChoices::Build::automatic &&
+                                                     device_build_bytes(records, spec) <= room()));
     std::unique_ptr<cuda::DeviceOperand> operand;
     if (on_device) {
       cuda::BuildContext context;
@@ -131,12 +160,13 @@ class CudaBackend final : public Backend {
       const InputRecords all = records.take();
       const BlockMatrix matrix =
           operands::build_block_matrix(all, spec.row_begin, spec.row_end, spec.role, spec.duplicate_message);
-      operand = cuda::upload_host_operand(matrix, spec.role, stream.get());
+      operand = cuda::upload_host_operand(matrix, spec.role, spec.in_host_memory, stream.get());
     }
     operand->device = device_;
     counters_.bytes_built += records.size() * records.stride();
-    operand->ledger.charge(resident_, operand->device_bytes());
     built_on_device_ = built_on_device_ && operand->built_on_device;
+    in_host_memory_ = in_host_memory_ || operand->in_host_memory;
+    observe();
     return operand;
   }
 
@@ -147,23 +177,19 @@ class CudaBackend final : public Backend {
     Stream stream;
     std::unique_ptr<cuda::DeviceOperand> copy = cuda::copy_device_operand(device_operand(source), device_, stream.get());
     counters_.bytes_from_peers += copy->device_bytes();
-    copy->ledger.charge(resident_, copy->device_bytes());
+    in_host_memory_ = in_host_memory_ || copy->in_host_memory;
     return copy;
   }
 
   std::int64_t operand_bytes(const RecordSource& records, const OperandSpec& spec) const override {
-    return cuda::device_build_bytes(records, spec);
+    if (spec.in_host_memory) return 0;
+    return cuda::operand_device_bytes(records.size(), records.shape().m, spec.row_end - spec.row_begin,
+                                      records.shape().block_rows(), spec.role == OperandRole::right);
   }
 
-  std::int64_t memory_room() const override {
-    return budget_ > 0 ? std::max<std::int64_t>(1, budget_ - *resident_) : free_memory_share();
-  }
+  std::int64_t memory_room() const override { return std::max<std::int64_t>(1, room()); }
 
-  // Two output buffers of a few work units each, as the sparse plan needs at least, and room for
-  // the work units and the pipeline's small arrays.
-  std::int64_t numeric_bytes_at_least(std::int32_t m) const override {
-    return 4 * std::int64_t{cuda::kThreadsPerUnit} * record_bytes<std::uint32_t>(m) + (std::int64_t{16} << 20);
-  }
+  std::int64_t numeric_bytes_at_least(std::int32_t m) const override { return cuda::numeric_minimum_bytes(m); }
 
   // Both whole inputs built on the device (never by the host fallback), when their builds'
   // peaks fit the memory together: B stays resident while A is built.
@@ -171,10 +197,8 @@ class CudaBackend final : public Backend {
     if (choices_.build == CudaChoices::Build::host) return false;
     if (a.size() > std::int64_t{INT32_MAX} || b.size() > std::int64_t{INT32_MAX}) return false;  // the device build's limit
     const std::int32_t p = a.shape().block_rows();
-    const std::int64_t available = budget_ > 0 ? budget_ - *resident_ : free_memory_share();
-    return cuda::device_build_bytes(a, {0, p, OperandRole::left, {}}) +
-               cuda::device_build_bytes(b, {0, p, OperandRole::right, {}}) <=
-           available;
+    return device_build_bytes(a, {0, p, OperandRole::left, {}}) + device_build_bytes(b, {0, p, OperandRole::right, {}}) <=
+           room();
   }
 
   std::vector<std::int64_t> row_products(const Operand& a, const Operand& b) override {
@@ -188,7 +212,6 @@ class CudaBackend final : public Backend {
     Stream stream;
     std::unique_ptr<cuda::DeviceOperand> slice = cuda::slice_device_rows(device_operand(a), row_begin, row_end, stream.get());
     slice->device = device_;
-    slice->ledger.charge(resident_, slice->device_bytes());
     return slice;
   }
 
@@ -197,20 +220,21 @@ class CudaBackend final : public Backend {
     Stream stream;
     const cuda::DeviceOperand& a_operand = device_operand(a);
     const std::int64_t products = cuda::device_block_products(a_operand, device_operand(b), stream.get());
-    cublas_.prepare_if_dense(device_, a_operand.shape.n, a_operand.shape.m, a_operand.rows_held(), products);
+    cublas_.prepare_if_dense(device_, a_operand.shape.n, a_operand.shape.m, a_operand.rows_held(), products, room());
     return products;
   }
 
   std::unique_ptr<ProductPattern> symbolic(const Operand& a, const Operand& b) override {
     BLOCKMM_CUDA_CHECK(cudaSetDevice(device_));
     Stream stream;
-    // Scratch for one batch of rows: a quarter of the room (at least 64 MiB; a row that needs
-    // more is a batch alone).
-    const std::int64_t room = budget_ > 0 ? budget_ - *resident_ : free_memory_share();
-    const std::int64_t batch_bytes = choices_.symbolic_batch_bytes > 0 ? choices_.symbolic_batch_bytes
-                                                                       : std::max<std::int64_t>(std::int64_t{64} << 20, room / 4);
+    // Scratch for one batch of rows: a quarter of the room beside the phase's other arrays and
+    // their last pages (at least 1 MiB; a row that needs more is a batch alone).
+    const std::int64_t batch_bytes =
+        choices_.symbolic_batch_bytes > 0
+            ? choices_.symbolic_batch_bytes
+            : std::max<std::int64_t>(cuda::kMiB, (room() - cuda::page_slack(cuda::kSymbolicBuffers)) / 4);
     auto pattern = cuda::device_symbolic(device_operand(a), device_operand(b), batch_bytes, stream.get());
-    pattern->ledger.charge(resident_, pattern->device_bytes());
+    observe();
     return pattern;
   }
 
@@ -222,19 +246,20 @@ class CudaBackend final : public Backend {
     const cuda::DevicePattern& pattern = device_pattern(product_pattern);
     const auto numeric_start = std::chrono::steady_clock::now();
     NumericReport report;
-    report.device = device_name_ + (built_on_device_ ? "" : ", operands built on the host");
+    report.device = device_name_ + (built_on_device_ ? "" : ", operands built on the host") +
+                    (in_host_memory_ ? ", A read from host memory" : "");
     if (pattern.tiles() == 0) return report;
     const int m = a.shape.m;
 
-    // Room for everything but the operands and the pattern: an explicit budget less those, or a
-    // share of the memory still free now that they are resident.
-    const std::int64_t budget = budget_;
-    const std::int64_t resident = *resident_;
-    const std::int64_t room = budget > 0 ? budget - resident : free_memory_share();
+    // Room for everything its GPU's ledger does not hold yet (the operands, patterns, cuBLAS's
+    // workspace, the reserve): an explicit budget less that, or a share of the memory still free.
+    cublas_.settle();
+    const std::int64_t room = this->room();
     if (room <= 0)
-      throw ResourceError("the cuda backend needs " + std::to_string((resident >> 20) + 1) +
-                          " MiB of device memory for this rank's operands, more than the budget of " +
-                          std::to_string(budget >> 20) + " MiB (raise --mem-budget, or run on more GPUs: they split B)");
+      throw ResourceError("the cuda backend holds " + std::to_string((ledger_.held() >> 20) + 1) +
+                          " MiB of device memory for this rank's operands and patterns and CUDA's own, as much as "
+                          "the budget of " +
+                          std::to_string(budget_ >> 20) + " MiB (raise --mem-budget, or run on more GPUs: they split B)");
 
     // Copy-back through the staging slots (pinned for the build; pinned here if it ran on the host).
     const auto pin_start = std::chrono::steady_clock::now();
@@ -262,7 +287,6 @@ class CudaBackend final : public Backend {
     problem.rows = a.rows_held();
     problem.tiles = pattern.tiles();
     problem.block_products = pattern.block_products;
-    problem.room = room;
     problem.chunk_bytes = options.chunk_bytes;
     problem.record_bytes = record_bytes<std::uint32_t>(m);
     // The path: the faster predicted one (path_choice.hpp), unless the choices force one. The
@@ -272,9 +296,12 @@ class CudaBackend final : public Backend {
     int major = 0;
     BLOCKMM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
     const cuda::RightOperandCounts b_counts{b.blocks(), b.shape.block_rows()};
-    const cuda::SparseKernel kernel = cuda::fitting_sparse_kernel(
-        cuda::sparse_kernel_for(m, choices_.generic_kernel, choices_.tensor_core_blocks && major >= 8), pattern.layout(), m,
-        room, b_counts);
+    // Each path's plan fills its room with its buffers' exact sizes: the pages they round up to
+    // are kept out of it.
+    const std::int64_t sparse_room = room - cuda::page_slack(cuda::kSparsePathBuffers);
+    const cuda::SparseKernel wanted =
+        cuda::sparse_kernel_for(m, choices_.generic_kernel, choices_.tensor_core_blocks && major >= 8);
+    const cuda::SparseKernel kernel = cuda::fitting_sparse_kernel(wanted, pattern.layout(), m, sparse_room, b_counts);
     cuda::PathProblem path = cuda::path_problem(a.shape.n, m, pattern.layout().row_ptr, a.row_ptr.data(), b.blocks(),
                                                 pattern.block_products);
     const bool dense_possible = a.shape.n < cuda::kDenseMaxOrder && choices_.dense != CudaChoices::Dense::never;
@@ -288,11 +315,14 @@ class CudaBackend final : public Backend {
     // cannot hold its smallest tiles.
     std::optional<cuda::DensePlan> dense_plan;
     if (choice.dense) {
+      // The room beside cuBLAS's handle and workspace, made where the plan fits.
+      problem.room = room - cublas_.bytes_to_make_ready(room) - cuda::page_slack(cuda::kDensePathBuffers);
       try {
         dense_plan = cuda::plan_dense(problem, encoding, pattern.layout().row_ptr);
       } catch (const ResourceError&) {
         if (choice.forced) throw;
       }
+      if (dense_plan) cublas_.make_ready(room);
     }
     if (dense_plan) {
       const cuda::DensePlan& plan = *dense_plan;
@@ -302,7 +332,7 @@ class CudaBackend final : public Backend {
       report.device += " (" + cuda::describe(choice.predicted) + ")";
       cuda::numeric_dense(a, b, pattern, plan, params, cublas_, sink, options, pipeline, report, steps_);
     } else {
-      const cuda::SparsePlan plan = cuda::plan_sparse(pattern.layout(), m, kernel, room, options.chunk_bytes, b_counts);
+      const cuda::SparsePlan plan = cuda::plan_sparse(pattern.layout(), m, kernel, sparse_room, options.chunk_bytes, b_counts);
       report.device += std::string(kernel.tensor_cores ? ", sparse tensor-core blocks (" : ", sparse tile kernels (") +
                        cuda::describe(choice.predicted) + ")";
       cuda::numeric_sparse(pattern, plan, params, sink, options, pipeline, report);
@@ -317,10 +347,18 @@ class CudaBackend final : public Backend {
     if (zero_count != 0)
       throw Error(ExitCode::other, "internal error: the CUDA numeric phase produced " + std::to_string(zero_count) +
                                        " all-zero tiles that the symbolic phase kept");
+    observe();
     return report;
   }
 
  private:
+  // What it may still allocate: an explicit budget less what its GPU's ledger holds, or a share
+  // of the free memory.
+  std::int64_t room() const { return budget_ > 0 ? budget_ - ledger_.held() : free_memory_share(); }
+
+  // The GPU's free memory sampled into the ledger, at the end of a phase (cheap: a few a product).
+  void observe() const { cuda::observe_device_memory(device_); }
+
   // 80% of the device's free memory, shared among the ranks on this GPU.
   std::int64_t free_memory_share() const {
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -333,12 +371,13 @@ class CudaBackend final : public Backend {
   int threads_;
   std::int64_t budget_;  // explicit device budget (0: a share of the free memory)
   CudaChoices choices_;
+  cuda::DeviceLedger& ledger_;  // its GPU's (shared with the process's other backends there)
+  cuda::LedgerAttachment attachment_;
   std::string device_name_;
   cuda::StagingBuffers staging_;
   BackendSteps steps_;
-  // Device bytes its operands and patterns hold now (cuda::DeviceLedger).
-  std::shared_ptr<std::atomic<std::int64_t>> resident_ = std::make_shared<std::atomic<std::int64_t>>(0);
   bool built_on_device_ = true;
+  bool in_host_memory_ = false;  // an operand of its product is read from host memory
   BackendCounters counters_;
   cuda::CublasSession cublas_;  // last member: destroyed (its preparation in flight waited for) first
 };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -107,30 +108,18 @@ void upload_records(RecordSource& records, std::byte* dest, const BuildContext& 
   if (failure) std::rethrow_exception(failure);
 }
 
-// Blocks [first, first + count) of a per-block array (`per_block` elements each), copied on the device.
+// Blocks [first, first + count) of a per-block array (`per_block` elements each), copied into
+// device memory (from the device, or from an operand's host memory).
 template <typename T>
 DeviceArray<T> copy_blocks(const DeviceArray<T>& from, std::int64_t first, std::int64_t count, std::int64_t per_block,
                            cudaStream_t stream) {
   DeviceArray<T> to(static_cast<std::size_t>(count * per_block));
   if (count > 0)
-    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(to.get(), from.get() + first * per_block, to.bytes(), cudaMemcpyDeviceToDevice,
-                                       stream));
+    BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(to.get(), from.get() + first * per_block, to.bytes(), cudaMemcpyDefault, stream));
   return to;
 }
 
 }  // namespace
-
-std::int64_t device_build_bytes(const RecordSource& records, const OperandSpec& spec) {
-  const std::int64_t n = records.size();
-  const std::int64_t m = records.shape().m;
-  const std::int64_t rows = spec.row_end - spec.row_begin;
-  const std::int64_t p = records.shape().block_rows();
-  const std::int64_t sort = n * (2 * 8 + 2 * 4) + n * 16 + (std::int64_t{64} << 20);  // keys, indices, CUB
-  const std::int64_t flags = n * (1 + 4 + 4);
-  const std::int64_t result = n * (2 * m * m + 8 * mask_words(static_cast<std::int32_t>(m)) + 12) + 4 * (rows + 1) +
-                              (spec.role == OperandRole::right ? 4 * (p + 1) + 8 * n : 0);
-  return n * records.stride() + sort + flags + result;
-}
 
 std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const OperandSpec& spec,
                                                const BuildContext& context, cudaStream_t stream) {
@@ -275,25 +264,42 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
   return operand;
 }
 
-std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, OperandRole role, cudaStream_t stream) {
+namespace {
+
+// `count` elements copied from the host into a device array (uploaded on `stream`) or into pinned
+// host memory that the GPUs read in place.
+template <typename T>
+DeviceArray<T> place(const T* host, std::int64_t count, bool in_host_memory, cudaStream_t stream) {
+  if (!in_host_memory) return upload(host, count, stream);
+  DeviceArray<T> array = DeviceArray<T>::in_host_memory(static_cast<std::size_t>(count));
+  if (count > 0) std::memcpy(array.host_data(), host, static_cast<std::size_t>(count) * sizeof(T));
+  return array;
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, OperandRole role, bool in_host_memory,
+                                                   cudaStream_t stream) {
   auto operand = std::make_unique<DeviceOperand>();
   DeviceOperand& d = *operand;
   d.shape = matrix.shape;
   d.row_begin = matrix.row_begin;
   d.row_end = matrix.row_end;
   d.blocks_ = matrix.blocks();
+  d.in_host_memory = in_host_memory;
   d.row_ptr.assign(matrix.row_ptr.begin(), matrix.row_ptr.end());
   const std::vector<std::int32_t> row_ptr(matrix.row_ptr.begin(), matrix.row_ptr.end());
-  d.d_row_ptr = upload(row_ptr.data(), static_cast<std::int64_t>(row_ptr.size()), stream);
-  d.d_col = upload(matrix.col.data(), static_cast<std::int64_t>(matrix.col.size()), stream);
-  d.d_values = upload(matrix.values.data(), static_cast<std::int64_t>(matrix.values.size()), stream);
-  d.d_masks = upload(matrix.masks.data(), static_cast<std::int64_t>(matrix.masks.size()), stream);
+  const auto size = [](const auto& v) { return static_cast<std::int64_t>(v.size()); };
+  d.d_row_ptr = place(row_ptr.data(), size(row_ptr), in_host_memory, stream);
+  d.d_col = place(matrix.col.data(), size(matrix.col), in_host_memory, stream);
+  d.d_values = place(matrix.values.data(), size(matrix.values), in_host_memory, stream);
+  d.d_masks = place(matrix.masks.data(), size(matrix.masks), in_host_memory, stream);
   if (role == OperandRole::right) {
     d.col_ptr.assign(matrix.col_ptr.begin(), matrix.col_ptr.end());
     const std::vector<std::int32_t> col_ptr(matrix.col_ptr.begin(), matrix.col_ptr.end());
-    d.d_col_ptr = upload(col_ptr.data(), static_cast<std::int64_t>(col_ptr.size()), stream);
-    d.d_csc_row = upload(matrix.csc_row.data(), static_cast<std::int64_t>(matrix.csc_row.size()), stream);
-    d.d_csc_block = upload(matrix.csc_block.data(), static_cast<std::int64_t>(matrix.csc_block.size()), stream);
+    d.d_col_ptr = place(col_ptr.data(), size(col_ptr), in_host_memory, stream);
+    d.d_csc_row = place(matrix.csc_row.data(), size(matrix.csc_row), in_host_memory, stream);
+    d.d_csc_block = place(matrix.csc_block.data(), size(matrix.csc_block), in_host_memory, stream);
   }
   BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors are pageable and temporary
   return operand;
@@ -331,8 +337,10 @@ std::unique_ptr<DeviceOperand> slice_device_rows(const DeviceOperand& a, std::in
 
 namespace {
 
+// An operand's host memory is not copied: every GPU reads the same.
 template <typename T>
 DeviceArray<T> copy_between_devices(const DeviceArray<T>& from, int from_device, int to_device, cudaStream_t stream) {
+  if (from.host_resident()) return from.share_host_memory();
   DeviceArray<T> to(from.size());
   if (from.size() > 0)
     BLOCKMM_CUDA_CHECK(cudaMemcpyPeerAsync(to.get(), to_device, from.get(), from_device, from.bytes(), stream));
@@ -351,6 +359,7 @@ std::unique_ptr<DeviceOperand> copy_device_operand(const DeviceOperand& from, in
   d.row_end = from.row_end;
   d.blocks_ = from.blocks_;
   d.built_on_device = from.built_on_device;
+  d.in_host_memory = from.in_host_memory;
   d.row_ptr = from.row_ptr;
   d.col_ptr = from.col_ptr;
   const int f = from.device;

@@ -30,24 +30,24 @@ struct BuildContext {
   StepSeconds* device_seconds = nullptr;
 };
 
-// Device bytes the device build of `records` needs at its peak (records, sort buffers, result).
-std::int64_t device_build_bytes(const RecordSource& records, const OperandSpec& spec);
-
 // Throws InputError (spec.duplicate_message) on a duplicate block.
 std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const OperandSpec& spec,
                                                const BuildContext& context, cudaStream_t stream);
 
-// The fallback: an operand built on the host (operands::build_block_matrix), uploaded.
-std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, OperandRole role, cudaStream_t stream);
+// The fallback: an operand built on the host (operands::build_block_matrix), uploaded; or, where
+// `in_host_memory`, copied into pinned host memory that the kernels read in place (a left operand
+// the device memory cannot hold beside the rest).
+std::unique_ptr<DeviceOperand> upload_host_operand(const BlockMatrix& matrix, OperandRole role, bool in_host_memory,
+                                                   cudaStream_t stream);
 
-// Block-rows [row_begin, row_end) of the left operand `a`, copied on the device into an operand
+// Block-rows [row_begin, row_end) of the left operand `a`, copied into device memory as an operand
 // of their own (a must hold them; its CSC, if any, is not carried over).
 std::unique_ptr<DeviceOperand> slice_device_rows(const DeviceOperand& a, std::int32_t row_begin, std::int32_t row_end,
                                                  cudaStream_t stream);
 
 // A copy of `from` (held on GPU from.device) on GPU `to_device`, the current device: every array
 // copied between the GPUs (directly where CudaStart enabled peer access), the host copies of its
-// pointers copied on the host.
+// pointers copied on the host; an operand in host memory shares that memory.
 std::unique_ptr<DeviceOperand> copy_device_operand(const DeviceOperand& from, int to_device, cudaStream_t stream);
 
 }  // namespace blockmm::kernels::cuda

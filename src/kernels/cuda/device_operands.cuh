@@ -1,9 +1,10 @@
 // Operands and product patterns that live on the GPU: what the cuda backend builds from records
 // and what its kernels read. The host keeps only counts and offsets (row and column pointers),
-// which the chunk planning needs; blocks, values, masks and the tiles' columns stay on the device.
+// which the chunk planning needs; blocks, values, masks and the tiles' columns stay on the device
+// (a left operand the device cannot hold: in pinned host memory the kernels read in place). Their
+// arrays are charged to their GPU's ledger (device_ledger.hpp) while they live.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -15,38 +16,17 @@
 
 namespace blockmm::kernels::cuda {
 
-// The device bytes a backend's operands and patterns hold now: each adds its own when the
-// backend charges it and takes them off again when it goes, whenever that is.
-class DeviceLedger {
- public:
-  DeviceLedger() = default;
-  DeviceLedger(const DeviceLedger&) = delete;
-  DeviceLedger& operator=(const DeviceLedger&) = delete;
-  ~DeviceLedger() {
-    if (held_) *held_ -= bytes_;
-  }
-  void charge(const std::shared_ptr<std::atomic<std::int64_t>>& held, std::int64_t bytes) {
-    held_ = held;
-    bytes_ = bytes;
-    *held_ += bytes_;
-  }
-
- private:
-  std::shared_ptr<std::atomic<std::int64_t>> held_;
-  std::int64_t bytes_ = 0;
-};
-
 class DeviceOperand final : public Operand {
  public:
   std::int64_t blocks() const override { return blocks_; }
 
-  int device = -1;  // the GPU holding it
-  DeviceLedger ledger;
+  int device = -1;  // the GPU holding it (or reading it, in host memory)
   MatrixShape shape;
   std::int32_t row_begin = 0;
   std::int32_t row_end = 0;
   std::int64_t blocks_ = 0;
   bool built_on_device = false;  // false: built on the host and uploaded (the fallback)
+  bool in_host_memory = false;   // its arrays in pinned host memory, read over the host link
 
   // CSR over rows [row_begin, row_end): pointers relative to the first row, columns absolute.
   HugePageVector<std::int64_t> row_ptr;  // host copy (rows + 1)
@@ -61,9 +41,10 @@ class DeviceOperand final : public Operand {
   DeviceArray<std::int32_t> d_csc_block;
 
   std::int32_t rows_held() const { return row_end - row_begin; }
+  // The device memory its arrays take (their footprints; 0 in host memory).
   std::int64_t device_bytes() const {
-    return static_cast<std::int64_t>(d_row_ptr.bytes() + d_col.bytes() + d_values.bytes() + d_masks.bytes() +
-                                     d_col_ptr.bytes() + d_csc_row.bytes() + d_csc_block.bytes());
+    return d_row_ptr.device_bytes() + d_col.device_bytes() + d_values.device_bytes() + d_masks.device_bytes() +
+           d_col_ptr.device_bytes() + d_csc_row.device_bytes() + d_csc_block.device_bytes();
   }
 };
 
@@ -73,8 +54,6 @@ class DevicePattern final : public ProductPattern {
   DeviceArray<std::int64_t> d_row_ptr;  // rows + 1
   DeviceArray<std::int32_t> d_col;      // tiles: the block-column of each, ascending within a row
   std::int64_t block_products = 0;      // of the panel (the symbolic phase counts them per row anyway)
-  DeviceLedger ledger;
-  std::int64_t device_bytes() const { return static_cast<std::int64_t>(d_row_ptr.bytes() + d_col.bytes()); }
 };
 
 }  // namespace blockmm::kernels::cuda

@@ -3,6 +3,7 @@
 // they were, and the run's exit code is the first failure's; a malformed line stops the batch
 // before anything is written; a line's options override the run's.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <random>
 #include <string>
@@ -120,6 +121,34 @@ TEST_F(Batch, AMalformedLineStopsTheBatchBeforeAnythingIsWritten) {
   const RunResult missing = run_blockmm({"--batch", in_dir + "/none.txt"});
   EXPECT_EQ(missing.exit_code, 2) << missing.describe();
   EXPECT_NE(missing.err.find("none.txt: cannot read it"), std::string::npos) << missing.describe();
+}
+
+// A product whose output or --stats-file is the batch file itself (by its name, a link, or as the
+// file standard input reads) overwrote the batch (issue 52, item 3). Exit 2 naming the line,
+// before any product runs: the batch and the other products' outputs as they were.
+TEST_F(Batch, NoProductWritesOverTheBatch) {
+  const std::string a = put("a.bin", testing::make_records(16, 4, {{0, 1, std::vector<std::uint16_t>(16, 3)}}));
+  const std::string batch = in_dir + "/batch.txt", link = in_dir + "/batch.link";
+  ASSERT_EQ(::symlink("batch.txt", link.c_str()), 0);
+  const std::string first = a + " " + a + " " + out_dir + "/C1.bin\n";
+  for (const std::string& line : {a + " " + a + " " + batch, a + " " + a + " " + link,
+                                   a + " " + a + " " + out_dir + "/C2.bin --stats-file " + batch}) {
+    SCOPED_TRACE(line);
+    const std::string text = first + line + "\n";
+    write_text(batch, text);
+    for (const bool from_stdin : {false, true}) {
+      const RunResult run =
+          from_stdin ? run_process({"sh", "-c", "exec \"$0\" --batch - < \"$1\"", blockmm_bin(), batch})
+                     : run_blockmm({"--batch", batch});
+      EXPECT_EQ(run.exit_code, 2) << run.describe();
+      EXPECT_EQ(split_lines(run.err).size(), 1u) << run.describe();
+      EXPECT_NE(run.err.find(":2: the "), std::string::npos) << run.describe();
+      EXPECT_NE(run.err.find("is the batch file"), std::string::npos) << run.describe();
+      const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
+      EXPECT_EQ(read_bytes(batch), std::vector<std::byte>(bytes, bytes + text.size())) << "the batch changed";
+      EXPECT_TRUE(list_dir(out_dir).empty());
+    }
+  }
 }
 
 }  // namespace

@@ -81,6 +81,59 @@ TEST_F(Cli, BadOptionValuesNameTheOptionAndTheRange) {
                          "BLOCKMM_PROGRESS_INTERVAL='1\\x0a2': expected seconds in (0, 86400]\n");
 }
 
+// Values of any length: a 100 000-character BLOCKMM_SHARE_B gave a 100 049-byte error line, a
+// 5 000-digit --chunk-size in a batch line printed the value twice (issue 52, item 5). Every
+// quoted value is cut after 160 bytes with "…" (a UTF-8 character never split, control characters
+// still escaped): one line of a few hundred bytes, whatever was given, from blockmm (options,
+// CLI11's messages, settings, batch lines) and the C++ tools (OMP_NUM_THREADS, which libgomp
+// complains of too: tests/core).
+TEST_F(Cli, LongValuesAreCutInMessages) {
+  const std::string digits(5000, '9'), letters(100000, 'x');
+  std::string utf8;
+  for (int c = 0; c < 3000; ++c) utf8 += "\xc3\xa9";  // é, two bytes
+  const std::string batch = in_dir + "/batch.txt";
+  write_text(batch, a + " " + b + " " + out + " --chunk-size " + digits + "\n");
+  struct Case {
+    std::string tool;
+    std::vector<std::string> args;
+    std::vector<std::string> env;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"blockmm", {a, b, out}, {"BLOCKMM_SHARE_B=" + letters}, "BLOCKMM_SHARE_B='xxx"},
+      {"blockmm", {a, b, out}, {"BLOCKMM_WRITE_THREADS=" + utf8 + "\n"}, "BLOCKMM_WRITE_THREADS='\xc3\xa9"},
+      {"blockmm", {"--batch", batch}, {}, "batch.txt:1: --chunk-size '999"},
+      {"blockmm", {"--chunk-size", digits, a, b, out}, {}, "--chunk-size '999"},
+      {"blockmm", {"--mem-budget", letters, a, b, out}, {}, "--mem-budget 'xxx"},
+      {"blockmm", {"--threads", digits, a, b, out}, {}, "--threads 999"},
+      {"blockmm", {"--threads", letters, a, b, out}, {}, "--threads 'xxx"},
+      {"blockmm", {"--gpus", letters, a, b, out}, {}, "--gpus 'xxx"},
+      {"blockmm", {"--parts", letters, a, b, out}, {}, "--parts 'xxx"},
+      {"blockmm", {"--backend", letters, a, b, out}, {}, "--backend"},
+      {"blockmm", {"--" + letters, a, b, out}, {}, "unknown option '--xxx"},
+      {"blockmm", {a, b, out, letters}, {}, "xxx"},
+      {"blockmm-convert", {"--to", letters, a, out}, {}, "--to"},
+      {"blockmm-gen", {out, "--n", digits, "--m", "4", "--k", "1"}, {}, "--n"},
+      {"blockmm-gen", {out, "--n", "16", "--m", "4", "--k", "1", "--threads", letters}, {}, "--threads 'xxx"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.says);
+    RunOptions options;
+    options.set_env = c.env;
+    const std::string bin = blockmm_bin();
+    std::vector<std::string> argv{bin.substr(0, bin.rfind('/') + 1) + c.tool};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const RunResult run = run_process(argv, options);
+    EXPECT_EQ(run.exit_code, 2) << run.describe().substr(0, 2000);
+    const std::vector<std::string> lines = split_lines(run.err);
+    ASSERT_EQ(lines.size(), 1u) << run.describe().substr(0, 2000);
+    EXPECT_LT(lines[0].size(), 600u) << lines[0].substr(0, 2000);
+    EXPECT_NE(lines[0].find(c.says), std::string::npos) << lines[0].substr(0, 2000);
+    EXPECT_NE(lines[0].find("\xE2\x80\xA6"), std::string::npos) << "no \"…\" where the value was cut\n" << lines[0];
+    EXPECT_TRUE(list_dir(out_dir).empty());
+  }
+}
+
 // --format takes the names blockmm-convert --to takes: h5/hdf5, bin/binary.
 TEST_F(Cli, FormatTakesTheConvertersNames) {
   const RunResult reference = run_blockmm({"-q", a, b, out});

@@ -54,8 +54,9 @@ INSTANTIATE_TEST_SUITE_P(TermIntAndPipe, FaultSignal, ::testing::Values(SIGTERM,
 
 // A run SIGKILLed with its process group (its cleanup watcher too: io/cleanup_watcher.hpp), or
 // its node lost, cannot clean up: its temporary file stays, named after the host and the
-// process. The next run on the same output removes it (the process is gone) and says so; a
-// temporary file of a live process is left alone (tests/e2e/fault/leftovers_test.cpp: other outputs).
+// process. The next run on the same output removes it (its liveness lock is free, and it has not
+// changed for the sweep's margin: dated back here) and says so; a temporary file of a live process
+// is left alone (tests/e2e/fault/leftovers_test.cpp: other outputs, other hosts, other PID namespaces).
 TEST(FaultSignal, SigkillLeftoverIsRemovedByTheNextRun) {
   const LongCase& inputs = LongCase::get();
   ScratchDir dir("blockmm-fault");
@@ -73,10 +74,12 @@ TEST(FaultSignal, SigkillLeftoverIsRemovedByTheNextRun) {
   ASSERT_EQ(::kill(-child.pid(), SIGKILL), 0);
   child.wait(30);
   ASSERT_TRUE(path_exists(temp)) << "SIGKILL cannot be caught: the temporary file should still be there";
+  ASSERT_TRUE(date_back(temp, 700));
   // A live run's temporary (this test's own pid) must survive the sweep.
   const std::string pid = std::to_string(child.pid());
   const std::string live = temp.substr(0, temp.size() - 7 - pid.size()) + std::to_string(::getpid()) + ".abcdef";
   write_text(live, "a live run's partial output\n");
+  ASSERT_TRUE(date_back(live, 700));
 
   write_small_inputs(dir / "A.bin", dir / "B.bin");
   const RunResult next = run_blockmm({dir / "A.bin", dir / "B.bin", target, "--quiet"}, within(60));

@@ -5,11 +5,15 @@
 // - mpirun's second Ctrl-C (mpirun exits at once, and Open MPI _exits each rank without a
 //   signal): no temporary output is left.
 // - SIGKILL of the whole process group (the watcher too): the next run writing into that folder,
-//   whatever its output, removes the leftover, and nothing of a live process or another host.
+//   whatever its output, removes the leftover once it has been left unchanged for the margin
+//   (10 minutes; the tests date files back), and nothing whose liveness lock is held: not a run of
+//   another host with the same host tag, not a live run that a run in another PID namespace
+//   cannot see (issue 52, item 1).
 // - The node's first rank killed (SIGKILL, SIGTERM) while it holds the node's shared B
 //   (BLOCKMM_TEST_NODE_MEMORY=pause stops it there): nothing in /dev/shm, ever.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +58,30 @@ std::string wait_for_temporary(Child& child, const std::string& dir, std::int64_
   }
   return "";
 }
+
+// What a live run holds on its temporary (io/stale_temporaries.hpp): an open file description lock
+// on byte 2^62. Held until the object goes.
+class LivenessLock {
+ public:
+  explicit LivenessLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CLOEXEC)) {
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = off_t{1} << 62;
+    lock.l_len = 1;
+    held_ = fd_ >= 0 && ::fcntl(fd_, F_OFD_SETLK, &lock) == 0;
+  }
+  ~LivenessLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  LivenessLock(const LivenessLock&) = delete;
+  LivenessLock& operator=(const LivenessLock&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  int fd_ = -1;
+  bool held_ = false;
+};
 
 // Whether `path` is gone within `timeout` seconds (a watcher removes it once its process is gone).
 bool gone_within(const std::string& path, double timeout) {
@@ -175,8 +203,11 @@ TEST(Leftovers, SigkillOfTheProcessAloneLeavesNoTemporary) {
 }
 
 // SIGKILL of the whole process group (the watcher too) leaves the temporary output. The next run
-// writing anything into that folder removes it and says so: not only a run on the same output.
-// A temporary of a live process, one of another host, and files that only look alike stay.
+// writing anything into that folder removes it once it is older than the margin, and says so: not
+// only a run on the same output. A temporary of a live process, a recent one of another host, one
+// whose lock is held (another host's run, even one with this host's tag and a dead process id:
+// a run in another PID namespace), and files that only look alike stay; an old unlocked one of
+// another host goes.
 TEST(Leftovers, AnyRunInTheFolderRemovesStaleTemporaries) {
   const GeneratedInputs inputs(kPlainN, "0.05");
   ScratchDir dir("blockmm-leftovers");
@@ -190,6 +221,7 @@ TEST(Leftovers, AnyRunInTheFolderRemovesStaleTemporaries) {
   child.wait(30);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(path_exists(temp)) << "SIGKILL of the process group cannot be cleaned up: the file should be there";
+  ASSERT_TRUE(date_back(temp, 700));
   // ".X.bin.blockmm-tmp.<host>.<pid>.<random>": the host as blockmm names it.
   const std::string marker = ".blockmm-tmp.";
   const std::size_t host_at = temp.find(marker) + marker.size();
@@ -197,22 +229,91 @@ TEST(Leftovers, AnyRunInTheFolderRemovesStaleTemporaries) {
   const std::string dead = std::to_string(child.pid());
   const std::vector<std::string> kept = {
       ".Z.bin.blockmm-tmp." + host + "." + std::to_string(::getpid()) + ".abcdef",  // a live process's
-      ".Z.bin.blockmm-tmp.not" + host + "." + dead + ".abcdef",                     // another host's
+      ".Z.bin.blockmm-tmp.not" + host + "." + dead + ".abcdef",                     // another host's, recent
       ".Z.bin.blockmm-tmp." + host + "." + dead + ".abc",                           // not blockmm's name
       "Z.bin.blockmm-tmp." + host + "." + dead + ".abcdef",                         // not hidden
   };
+  const std::vector<std::string> locked = {
+      ".W.bin.blockmm-tmp.node1." + dead + ".abcdef",        // another host's live run (its tag node1)
+      ".W.bin.blockmm-tmp." + host + "." + dead + ".abcdef",  // a live run this one cannot see
+  };
+  const std::string dead_elsewhere = out + "/.V.bin.blockmm-tmp.node1." + dead + ".abcdef";
   for (const std::string& name : kept) write_text(out + "/" + name, "someone else's\n");
+  for (const std::string& name : locked) write_text(out + "/" + name, "a live run's partial output\n");
+  write_text(dead_elsewhere, "a dead run's partial output\n");
+  for (const std::string& name : kept)
+    ASSERT_TRUE(date_back(out + "/" + name, name.find(".not") != std::string::npos ? 60 : 700));
+  for (const std::string& name : locked) ASSERT_TRUE(date_back(out + "/" + name, 700));
+  ASSERT_TRUE(date_back(dead_elsewhere, 700));
+  const LivenessLock live_elsewhere(out + "/" + locked[0]), live_unseen(out + "/" + locked[1]);
+  ASSERT_TRUE(live_elsewhere.held() && live_unseen.held());
   const RunResult next = run_blockmm({"--quiet", inputs.a(), inputs.b(), out + "/Y.bin", "--threads", "1"});
   EXPECT_EQ(next.exit_code, 0) << next.describe();
   EXPECT_FALSE(path_exists(temp)) << "the stale temporary of X.bin was not removed by a run writing Y.bin";
   EXPECT_NE(next.err.find("note: removed " + temp + ", the temporary output of a run (process " + dead + ")"),
             std::string::npos)
       << next.describe();
+  EXPECT_FALSE(path_exists(dead_elsewhere)) << "an old unlocked temporary of another host was left";
   std::vector<std::string> expected = kept;
+  expected.insert(expected.end(), locked.begin(), locked.end());
   expected.push_back("Y.bin");
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(list_dir(out), expected);
 }
+
+// A live run beside a run started in another PID namespace (a container on this host sharing the
+// folder: there the live run's process id names no process). The live run's temporaries (its
+// product's; a parted output's main file and parts; two ranks' parts, each held by the rank that
+// made it) are dated back past the margin, so that only their liveness locks keep them. The live
+// run must finish with its output in place: it failed at its rename (exit 4) when the sweep
+// judged by process ids alone (issue 52, item 1).
+struct LiveRun {
+  const char* name;
+  const char* output;
+  int ranks;
+  std::size_t temporaries;  // the product's, and its parts'
+  std::vector<std::string> options;
+};
+
+class LeftoversLiveRun : public ::testing::TestWithParam<LiveRun> {};
+
+TEST_P(LeftoversLiveRun, RunInAnotherPidNamespaceLeavesItsTemporariesAlone) {
+  const LiveRun& live = GetParam();
+  if (run_process({"unshare", "-p", "-f", "--mount-proc", "true"}).exit_code != 0)
+    GTEST_SKIP() << "unshare -p -f --mount-proc is not allowed here (it needs root or user namespaces)";
+  const GeneratedInputs inputs(kPlainN, "0.05");
+  ScratchDir dir("blockmm-leftovers");
+  const std::string out = dir.subdir("out");
+  const std::string small = dir / "S.bin";
+  write_bytes(small, encode(make_records(64, 4, {{1, 2, std::vector<std::uint16_t>(16, 3)}})));
+  std::vector<std::string> argv = live.ranks > 1 ? mpiexec_command(live.ranks) : std::vector<std::string>{};
+  argv.push_back(blockmm_bin());
+  for (const std::string& arg : slow_run(inputs, out + "/" + live.output)) argv.push_back(arg);
+  argv.insert(argv.end(), live.options.begin(), live.options.end());
+  Child child(argv);
+  const auto begin = Clock::now();
+  while (temporaries(out).size() < live.temporaries && !child.exited() && since(begin) < 120)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const std::vector<std::string> held = temporaries(out);
+  ASSERT_EQ(held.size(), live.temporaries) << "the run ended before it made its temporaries\n" << child.describe();
+  for (const std::string& temp : held) ASSERT_TRUE(date_back(temp, 700));
+  const RunResult beside =
+      run_process({"unshare", "-p", "-f", "--mount-proc", blockmm_bin(), "--quiet", small, small, out + "/Y.bin"});
+  EXPECT_EQ(beside.exit_code, 0) << beside.describe();
+  EXPECT_EQ(beside.err.find("note: removed"), std::string::npos) << beside.describe();
+  ASSERT_FALSE(child.exited()) << "the live run ended before the sweep beside it (make the case bigger)";
+  for (const std::string& temp : held) EXPECT_TRUE(path_exists(temp)) << temp << " of the live run was removed";
+  const Finished done = child.wait(180);
+  EXPECT_EQ(done.exit_code, 0) << "the live run lost its output\n" << child.describe();
+  EXPECT_TRUE(path_exists(out + "/" + live.output));
+  EXPECT_TRUE(temporaries(out).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Outputs, LeftoversLiveRun,
+    ::testing::Values(LiveRun{"binary", "X.bin", 1, 1, {}}, LiveRun{"parted", "X.h5", 1, 3, {"--parts", "2"}},
+                      LiveRun{"two_ranks_parted", "X.h5", 2, 3, {"--parts", "2"}}),
+    [](const ::testing::TestParamInfo<LiveRun>& param) { return std::string(param.param.name); });
 
 // ---------- under mpirun ----------
 

@@ -197,7 +197,8 @@ TEST(FaultParted, SigtermWhileThePartsAreWrittenLeavesTheExistingOutput) {
 }
 
 // SIGKILL of the process group (its watcher too) leaves the part temporaries; the next run on the same
-// output removes those of processes that are gone, and says so.
+// output removes those of processes that are gone (their liveness locks free, unchanged for the
+// sweep's margin: dated back here), and says so.
 TEST(FaultParted, SigkilledRunsPartTemporariesAreRemovedByTheNextRun) {
   ScratchDir dir("blockmm-parted-fault");
   const std::string out = dir.subdir("out");
@@ -209,6 +210,7 @@ TEST(FaultParted, SigkilledRunsPartTemporariesAreRemovedByTheNextRun) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::vector<std::string> left = part_temporaries(out);
   ASSERT_EQ(left.size(), 3u) << "SIGKILL of the group cannot be cleaned up: the part temporaries should still be there";
+  for (const std::string& name : list_dir(out)) ASSERT_TRUE(date_back(out + "/" + name, 700));
   const Inputs& inputs = Inputs::get();
   const RunResult next = run_blockmm({"-q", inputs.small(), inputs.small(), out + "/C.h5"});
   EXPECT_EQ(next.exit_code, 0) << next.describe();

@@ -208,6 +208,44 @@ class AdversaryMessages(Work):
         self.assertIn("n = 4, m = 2, k = 2", lines[3])
 
 
+class LongValues(Work):
+    """Issue 52, item 5: a value of any length, quoted in a message, is cut after 160 bytes with
+    "…" (errors.quoted, as the C++ tools' quoted_value): one line of a few hundred bytes from the
+    Python tools' options, environment and files, whatever was given."""
+
+    def assert_cut(self, run, code, *words):
+        lines = run.stderr.splitlines()
+        self.assertEqual(run.returncode, code, run.stderr[:2000])
+        self.assertEqual(len(lines), 1, run.stderr[:2000])
+        self.assertLess(len(lines[0].encode()), 600, lines[0][:2000])
+        self.assertIn("\u2026", lines[0])
+        for word in words:
+            self.assertIn(word, lines[0])
+
+    def test_long_values_are_cut(self):
+        from blockmm.errors import quoted
+        self.assertEqual(quoted("two"), "two")
+        self.assertEqual(quoted("x" * 161), "x" * 160 + "\u2026")
+        self.assertEqual(quoted("\u00e9" * 100, 5), "\u00e9\u00e9\u2026")  # never half a character
+        self.assertEqual(quoted("1\n2"), "1\\x0a2")
+        write_bytes(self.path("A.bin"), binary_bytes(8, 2, [(0, 1, np.ones((2, 2)))]))
+        long, digits = "x" * 100_000, "9" * 4000
+        for env, words in [({"BLOCKMM_PROGRESS_INTERVAL": long}, ["BLOCKMM_PROGRESS_INTERVAL='xxx"]),
+                           ({"BLOCKMM_LIBRARY_TIMEOUT": digits}, ["BLOCKMM_LIBRARY_TIMEOUT='999"])]:
+            with self.subTest(env=list(env)):
+                self.assert_cut(tool("blockmm-export", self.path("A.bin"), self.path("A.mtx"), env=env), 2, *words)
+        for args, words in [(("blockmm-export", "--to", long, self.path("A.bin"), self.path("A.mtx")), ["--to"]),
+                            (("blockmm-spy", "--cells", digits, self.path("A.bin"), self.path("A.png")),
+                             ["--cells 999"]),
+                            (("blockmm-spy", "--cells", long, self.path("A.bin"), self.path("A.png")), ["--cells"]),
+                            (("blockmm-import", "-m", digits, self.path("A.bin"), self.path("B.bin")), ["999"])]:
+            with self.subTest(args=args[:2]):
+                self.assert_cut(tool(*args), 2, *words)
+        write_bytes(self.path("M.mtx"),
+                    b"%%MatrixMarket matrix coordinate " + b"q" * 100_000 + b" general\n1 1 1\n1 1 1\n")
+        self.assert_cut(tool("blockmm-import", "-m", 1, self.path("M.mtx"), self.path("M.bin")), 3, "field 'qqq")
+
+
 class AdversaryRuns(Work):
     def blockmm(self, *args, **kwargs):
         return subprocess.run([os.path.join(BUILD, "blockmm"), *map(str, args)], capture_output=True, text=True,

@@ -265,6 +265,50 @@ class PythonPackage(Work):
                     blockmm.read(self.path(name))
                 self.assertIn(words, str(caught.exception))
 
+    def test_repeated_blocks_are_summed_exactly_or_refused(self):
+        """Issue 52, item 2: repeated blocks were summed in the matrix's own dtype (uint16 40 000 +
+        40 000 written as 14 464, uint32 2^32 - 1 + 2 as 1). Sums are exact, and one past the
+        width is refused with nothing written, as blockmm-import refuses repeated entries."""
+        def repeated(dtype, values):
+            """A 1 x 1 matrix whose one block is stored once for each of `values`."""
+            blocks = np.array(values, dtype=dtype).reshape(len(values), 1, 1)
+            return sp.bsr_matrix((blocks, np.zeros(len(values), np.int32), np.array([0, len(values)])), shape=(1, 1),
+                                 blocksize=(1, 1))
+
+        for dtype, values, width in [(np.uint16, [40000, 40000], "u16"), (np.uint32, [2**32 - 1, 2], "u32"),
+                                     (np.int64, [2**32 - 1, 1], "u32")]:
+            for write in (blockmm.write_bin, blockmm.write_h5, blockmm.write_npz):
+                with self.subTest(dtype=np.dtype(dtype).name, write=write.__name__):
+                    target = self.path("out" + (".npz" if write is blockmm.write_npz else ".bin"))
+                    args = (target, repeated(dtype, values)) + (() if write is blockmm.write_npz else (width,))
+                    with self.assertRaises(ValueError) as caught:
+                        write(*args)
+                    self.assertIn(f"sum to {sum(values)}", str(caught.exception))
+                    self.assertEqual(os.listdir(self.dir), [])
+        blockmm.write(self.path("W.bin"), repeated(np.uint16, [40000, 40000]), values="u32")
+        self.assertEqual(int(blockmm.read(self.path("W.bin")).toarray()[0, 0]), 80000)
+        # Random matrices with repeated blocks against sums taken value by value in Python integers.
+        rng = np.random.default_rng(52)
+        for case in range(4):
+            m, p = int(rng.integers(1, 4)), int(rng.integers(1, 6))
+            count = int(rng.integers(1, 40))
+            rows = np.sort(rng.integers(0, p, count))
+            cols = rng.integers(0, p, count).astype(np.int32)
+            data = rng.integers(0, 40000, (count, m, m)).astype(np.uint16)
+            data[rng.random(count) < 0.2] = 0
+            bsr = sp.bsr_matrix((data, cols, np.searchsorted(rows, np.arange(p + 1))), shape=(p * m, p * m),
+                                blocksize=(m, m))
+            expected = [[0] * (p * m) for _ in range(p * m)]
+            for k in range(count):
+                for r in range(m):
+                    for c in range(m):
+                        expected[rows[k] * m + r][cols[k] * m + c] += int(data[k, r, c])
+            with self.subTest(case=case):
+                blockmm.write_bin(self.path("R.bin"), bsr, values="u32")
+                self.assert_dense_equal(blockmm.read(self.path("R.bin")).toarray().astype(np.int64),
+                                        np.array(expected, dtype=np.int64), "write_bin")
+                tool("blockmm-info", self.path("R.bin"), check=0)
+
     def test_failed_write_keeps_old_file(self):
         write_bytes(self.path("old.bin"), b"old")
         bad = sp.bsr_matrix(np.full((2, 2), 70000, dtype=np.int64), blocksize=(1, 1))

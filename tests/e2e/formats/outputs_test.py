@@ -7,10 +7,13 @@ file-size limit, character devices written in place, read-only and same-as-input
 
 usage: outputs_test.py [unittest args]   (BLOCKMM_BUILD_DIR names the build tree)
 """
+import contextlib
+import fcntl
 import os
 import resource
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -45,6 +48,24 @@ def write_entries_npz(path, n=8192, entries=3_000_000, seed=2):
     coo = sp.coo_matrix((rng.integers(1, 9, entries), (rng.integers(0, n, entries), rng.integers(0, n, entries))),
                         shape=(n, n))
     sp.save_npz(path, coo, compressed=False)
+
+
+def date_back(path, seconds):
+    """Dates a file's last change back: the sweep leaves alone what changed in its last 600 s."""
+    when = time.time() - seconds
+    os.utime(path, (when, when), follow_symlinks=False)
+
+
+@contextlib.contextmanager
+def hold_liveness_lock(path):
+    """What a live run holds on its temporary (src/io/stale_temporaries.hpp): an open file
+    description lock on byte 2^62, held for the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 1 << 62, 1, 0))
+        yield
+    finally:
+        os.close(fd)
 
 
 def is_root():
@@ -202,6 +223,8 @@ class Signals(Work):
         self.assertIn(f".{process.pid}.", temporary)
         live = temporary.replace(f".{process.pid}.", f".{os.getpid()}.")  # a live process's: kept
         write_bytes(os.path.join(self.out, live), b"partial")
+        for name in (temporary, live):  # past the sweep's margin (src/io/stale_temporaries.hpp)
+            date_back(os.path.join(self.out, name), 700)
         tool("blockmm-convert", self.path("C.bin"), self.path("small.h5"), check=0)
         run = tool("blockmm-export", self.path("small.h5"), target, in_process=False)
         self.assertEqual(run.returncode, 0, run.stderr)
@@ -216,9 +239,60 @@ class Signals(Work):
         os.kill(process.pid, signal.SIGKILL)
         process.communicate()
         self.assertTrue(os.path.exists(os.path.join(self.out, temporary)))
+        date_back(os.path.join(self.out, temporary), 700)
         run = tool("blockmm-convert", self.path("C.bin"), h5_target, check=0)
         self.assertIn(f"removed {os.path.join(self.out, temporary)}", run.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.out, temporary)))
+
+    def test_the_sweep_removes_only_what_is_provably_dead(self):
+        """Issue 52, item 1: a leftover goes only when its liveness lock is free and it is older than
+        the margin, whatever host made it; a held lock keeps it, also one named with this host and
+        a process id that is gone here (a run in another PID namespace), or another host's."""
+        from blockmm.atomic_output import _host_tag
+        host = _host_tag().decode()
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        dead = gone.pid
+        names = {"locked_here": f".C.npz{MARKER}{host}.{dead}.abcdef",
+                 "locked_elsewhere": f".C.npz{MARKER}node1.{dead}.abcdef",
+                 "recent_elsewhere": f".C.npz{MARKER}node2.{dead}.abcdef",
+                 "dead_elsewhere": f".C.npz{MARKER}node3.{dead}.abcdef",
+                 "dead_here": f".C.npz{MARKER}{host}.{dead}.ghijkl"}
+        for key, name in names.items():
+            write_bytes(os.path.join(self.out, name), b"partial")
+            date_back(os.path.join(self.out, name), 60 if key == "recent_elsewhere" else 700)
+        with hold_liveness_lock(os.path.join(self.out, names["locked_here"])), \
+                hold_liveness_lock(os.path.join(self.out, names["locked_elsewhere"])):
+            run = tool("blockmm-export", self.path("C.bin"), os.path.join(self.out, "C.npz"), "--to", "npz", "-q")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(sorted(os.listdir(self.out)),
+                         sorted(["C.npz", names["locked_here"], names["locked_elsewhere"], names["recent_elsewhere"]]))
+        for key in ("dead_elsewhere", "dead_here"):
+            self.assertIn(f"note: removed {os.path.join(self.out, names[key])}", run.stderr)
+
+    def test_a_run_in_another_pid_namespace_leaves_a_live_output_alone(self):
+        """Issue 52, item 1: a tool started in another PID namespace (a container on this host
+        sharing the folder) sees no process of the live run's id; the live run's temporary, dated
+        back past the margin, is kept by its lock and the live run commits its output."""
+        if subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True).returncode != 0:
+            self.skipTest("unshare -p -f --mount-proc is not allowed here")
+        target = os.path.join(self.out, "C.npz")
+        process = start_tool("blockmm-export", "--compress", self.path("C.bin"), target)
+        temporary = wait_for_entry(self.out, MARKER, process)
+        if temporary is None:
+            self.fail(f"no temporary appeared: {process.communicate()[1]!r}")
+        date_back(os.path.join(self.out, temporary), 700)
+        sp.save_npz(self.path("S.npz"), sp.csr_matrix(np.eye(4, dtype=np.int64)))
+        tool("blockmm-import", "-m", 2, self.path("S.npz"), self.path("S.bin"), check=0)
+        beside = subprocess.run(["unshare", "-p", "-f", "--mount-proc", os.path.join(BUILD, "blockmm-export"),
+                                 self.path("S.bin"), target], capture_output=True, text=True, timeout=120,
+                                env=dict(os.environ, BLOCKMM_MPI="0"))
+        self.assertEqual(beside.returncode, 0, beside.stderr)
+        self.assertNotIn("note: removed", beside.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.out, temporary)), "the live run's temporary was removed")
+        err = process.communicate(timeout=300)[1]
+        self.assertEqual(process.returncode, 0, err)
+        self.assertEqual(sp.load_npz(target).shape, (8192, 8192))
 
     def test_a_signal_held_while_the_temporary_is_made_removes_it(self):
         """A signal that arrives while the temporary is created is held until it is registered
@@ -351,6 +425,22 @@ class Faults(Work):
         self.assertEqual(run.returncode, 2, run.stderr)
         self.assertIn("the output is the input", run.stderr)
         self.assertEqual(read_bytes(self.path("M")), before)
+
+    def test_a_part_of_a_parted_input_is_no_output(self):
+        """Issue 52, item 3: an output that is a part file of a parted HDF5 input (the name tab
+        completion offers, or a link to it) is a usage error, as for the C++ tools (exit 2, one line,
+        the part as it was); it used to fail later as an unreadable input (exit 3)."""
+        tool("blockmm-gen", self.path("A.bin"), "--n", 64, "--m", 4, "--density", 0.3, "-q", check=0)
+        tool("blockmm", "-q", "--parts", 2, self.path("A.bin"), self.path("A.bin"), self.path("P.h5"), check=0)
+        parts = sorted(name for name in os.listdir(self.dir) if name.startswith("P.h5.part-"))
+        self.assertEqual(len(parts), 2)
+        os.symlink(parts[1], self.path("part.link"))
+        before = {name: read_bytes(self.path(name)) for name in parts}
+        for output in (self.path(parts[0]), self.path("part.link")):
+            with self.subTest(output=output):
+                run = tool("blockmm-export", "--to", "npz", self.path("P.h5"), output)
+                self.assert_one_error(run, 2, f"{output}: the output is the part file", "never writes over its inputs")
+        self.assertEqual({name: read_bytes(self.path(name)) for name in parts}, before)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 // here with the HDF5 C API directly (bsr_files.hpp), never through src/io, so that the checks
 // share no code with what they check.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <random>
@@ -89,6 +91,30 @@ TEST_F(Hdf5, ConvertRejectsDuplicatesAndBadFiles) {
                              in_dir + "/bad.h5", "/indices[2] = 0 (block-row 1) is below", out_dir));
   EXPECT_EQ(run_convert({"--to", "pdf", in_dir + "/bad.h5", out_dir + "/x"}).exit_code, 2);
   EXPECT_TRUE(list_dir(out_dir).empty());
+}
+
+// blockmm-convert IN IN (a plain binary file) exited 0 and rewrote its input, sorted; a link to
+// the input as OUT was replaced by the output (issue 52, item 3). Exit 2, one line, the input
+// and the link as they were.
+TEST_F(Hdf5, ConvertNeverWritesOverItsInput) {
+  std::mt19937_64 rng(14);
+  testing::RandomSpec spec = spec_of(40, 4, 0.4);
+  spec.shuffle = true;  // unsorted: a rewrite would change its bytes
+  const std::string in = put("in.bin", testing::random_blocks(spec, rng));
+  const std::vector<std::byte> bytes = read_bytes(in);
+  const std::string soft = in_dir + "/soft.bin", hard = in_dir + "/hard.bin";
+  ASSERT_EQ(::symlink("in.bin", soft.c_str()), 0);
+  ASSERT_EQ(::link(in.c_str(), hard.c_str()), 0);
+  ASSERT_TRUE(succeeded(run_convert({in, work + "/in.h5"})));
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {in, in}, {in, soft}, {in, hard}, {soft, in}, {work + "/in.h5", work + "/in.h5"}}) {
+    SCOPED_TRACE(from + " -> " + to);
+    EXPECT_TRUE(failed_cleanly(run_convert({from, to}), 2, "blockmm-convert", to, "is the input", out_dir));
+  }
+  EXPECT_TRUE(read_bytes(in) == bytes);
+  struct stat st {};
+  EXPECT_TRUE(::lstat(soft.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) << "the link was replaced";
+  EXPECT_EQ(list_dir(in_dir), (std::vector<std::string>{"hard.bin", "in.bin", "soft.bin"}));
 }
 
 // ---------------------------------------------------------------------------------------------

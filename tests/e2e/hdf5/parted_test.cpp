@@ -235,6 +235,57 @@ TEST_F(Parted, ReplacingAPartedOutputRemovesExactlyItsParts) {
   for (const std::string& name : fresh) EXPECT_FALSE(path_exists(out_dir + "/" + name)) << name;
 }
 
+// A parted output read as an input: no tool writes over one of its part files, whatever name it
+// is given (the one tab completion offers, a link to it), nor over the main file (joining it in
+// place is refused too: join into another name). blockmm's output and --stats-file,
+// blockmm-convert's output: exit 2, one line naming the part, the parted file whole (issue 52,
+// item 3: the part was replaced by the output and the input destroyed).
+TEST_F(Parted, NoToolWritesOverItsPartedInput) {
+  std::mt19937_64 rng(4104);
+  testing::RandomSpec spec;
+  spec.n = 64;
+  spec.m = 4;
+  spec.density = 0.4;
+  const std::string pa = put("A.bin", testing::random_blocks(spec, rng));
+  const std::string main = out_dir + "/C.h5";
+  ASSERT_TRUE(succeeded(run_blockmm({"-q", "--parts", "2", pa, pa, main})));
+  const std::vector<std::string> parts = parts_in(out_dir, "C.h5");
+  ASSERT_EQ(parts.size(), 2u);
+  const std::string link = in_dir + "/part.link";
+  ASSERT_EQ(::symlink((out_dir + "/" + parts[0]).c_str(), link.c_str()), 0);
+  std::vector<std::vector<std::byte>> before;
+  for (const std::string& name : list_dir(out_dir)) before.push_back(read_bytes(out_dir + "/" + name));
+  const std::string other = scratch.subdir("other") + "/X.bin";
+  const struct {
+    const char* tool;
+    std::vector<std::string> args;
+    std::string named;  // the file the message starts with
+    const char* says;
+  } cases[] = {
+      {"blockmm-convert", {main, out_dir + "/" + parts[0]}, out_dir + "/" + parts[0], "the part file " },
+      {"blockmm-convert", {main, link}, link, "the part file "},
+      {"blockmm-convert", {main, main}, main, "is the input"},
+      {"blockmm", {"-q", main, pa, out_dir + "/" + parts[1]}, out_dir + "/" + parts[1], "the part file "},
+      {"blockmm", {"-q", pa, main, link}, link, "the part file "},
+      {"blockmm", {"-q", main, pa, other, "--stats-file", out_dir + "/" + parts[1]}, out_dir + "/" + parts[1],
+       "the --stats-file is the part file "},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.tool) + " ... " + c.named);
+    const RunResult run = run_tool(c.tool, c.args);
+    EXPECT_EQ(run.exit_code, 2) << run.describe();
+    const std::vector<std::string> lines = split_lines(run.err);
+    ASSERT_EQ(lines.size(), 1u) << run.describe();
+    EXPECT_EQ(lines[0].rfind(std::string(c.tool) + ": error: " + c.named + ": ", 0), 0u) << lines[0];
+    EXPECT_NE(lines[0].find(c.says), std::string::npos) << lines[0];
+  }
+  std::vector<std::vector<std::byte>> after;
+  for (const std::string& name : list_dir(out_dir)) after.push_back(read_bytes(out_dir + "/" + name));
+  EXPECT_TRUE(after == before) << "the parted input changed";
+  EXPECT_FALSE(path_exists(other));
+  EXPECT_TRUE(succeeded(run_tool("blockmm-info", {main})));
+}
+
 // Every way a run can fail after its parts exist: the existing parted output stays whole.
 TEST_F(Parted, FailedRunLeavesTheExistingPartedOutput) {
   std::mt19937_64 rng(4103);

@@ -2,6 +2,7 @@
 // is never lost when the launcher tears the job down, srun tasks that MPI sees as singletons are
 // told how to launch, and an empty operand still gives the empty product on every rank.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <sstream>
@@ -114,6 +115,47 @@ TEST(MpiUsage, EmptyOperandGivesTheEmptyProductAndStillFindsDuplicates) {
     }
   EXPECT_EQ(lines, 1) << run.describe();
   EXPECT_TRUE(list_dir(out_dir).empty());
+}
+
+// `--batch -` under mpirun hung for ever: mpirun gives standard input to rank 0 alone, the other
+// ranks read an empty batch and waited in a barrier while rank 0 entered the product (issue 52,
+// item 4); `--batch /dev/stdin` and a FIFO alike (each rank waited on the FIFO). With two ranks
+// each is refused in one line, exit 2, before anything is read or written (a deadline makes a
+// regression fail instead of hanging); a regular batch file, and `--batch -` with one rank, run.
+TEST(MpiUsage, BatchFromStandardInputOrAPipeIsRefusedNotHung) {
+  ScratchDir dir("blockmm-mpi-batch");
+  const std::string out_dir = dir.subdir("out");
+  const std::string a = dir / "A.bin", batch = dir / "batch.txt", fifo = dir / "batch.fifo";
+  write_bytes(a, encode(make_records(64, 4, {{1, 2, std::vector<std::uint16_t>(16, 3)}})));
+  write_text(batch, a + " " + a + " " + out_dir + "/C.bin\n");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  RunOptions options;
+  options.timeout_seconds = 30;  // a run takes about a second; ASan's MPI_Init a few
+  const auto piped = [&](int ranks, const std::string& batch_name) {
+    std::string command = "exec";
+    for (const std::string& word : mpiexec(ranks)) command += " '" + word + "'";
+    command += " '" + blockmm_bin() + "' -q --batch '" + batch_name + "' < '" + batch + "'";
+    return run_process({"sh", "-c", command}, options);
+  };
+  for (const std::string& name : {std::string("-"), std::string("/dev/stdin"), fifo}) {
+    SCOPED_TRACE(name);
+    const RunResult run = piped(2, name);
+    EXPECT_FALSE(run.timed_out) << "the ranks hung\n" << run.describe();
+    EXPECT_EQ(run.exit_code, 2) << run.describe();
+    int lines = 0;
+    for (const std::string& line : split_lines(run.err))
+      lines += line.rfind("blockmm: error: --batch " + name + ": ", 0) == 0 &&
+               line.find("every rank can read") != std::string::npos;
+    EXPECT_EQ(lines, 1) << run.describe();
+    EXPECT_TRUE(list_dir(out_dir).empty());
+  }
+  const RunResult file = piped(2, batch);
+  EXPECT_EQ(file.exit_code, 0) << file.describe();
+  EXPECT_EQ(list_dir(out_dir), std::vector<std::string>{"C.bin"});
+  std::remove((out_dir + "/C.bin").c_str());
+  const RunResult one_rank = piped(1, "-");
+  EXPECT_EQ(one_rank.exit_code, 0) << one_rank.describe();
+  EXPECT_EQ(list_dir(out_dir), std::vector<std::string>{"C.bin"});
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // What the cuda backend's test files share (cuda_backend_test.cpp, cuda_dense_test.cpp,
-// cuda_operands_test.cpp): the CudaBackend fixture, which skips without a GPU and resets the
-// choices the backend runs with, a sink that appends tiles in order, and the comparison of a cuda
-// run against the reference backend's bytes on given and random cases.
+// cuda_operands_test.cpp, device_memory_test.cpp): the CudaBackend fixture, which skips without a
+// GPU and resets the choices the backend runs with, the choices of a loop over the paths, backends
+// on two GPUs, a sink that appends tiles in order, and the comparison of a cuda run against the
+// reference backend's bytes on given and random cases.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -31,6 +32,32 @@ inline int gpu_count() {
   static kernels::CudaStart probe(true);
   return probe.device_count();
 }
+
+// Case c of a loop over the paths: the automatic choice, the dense path always, never.
+inline void choose_path_of_case(int c) {
+  g_cuda = {};
+  if (c % 3 == 1) g_cuda.dense = CudaChoices::Dense::always;
+  if (c % 3 == 2) g_cuda.dense = CudaChoices::Dense::never;
+}
+
+// Backends on two GPUs for operands moved between them: GPU 0 and the second GPU where there is
+// one, else GPU 0 again (a second backend there), through a CudaStart of the test's own.
+class TwoGpus {
+ public:
+  TwoGpus() : start_(true), other_(start_.device_count() > 1 ? 1 : 0) { start_.start_devices({0, other_}, 1 << 20, 2); }
+  int other() const { return other_; }
+  // A backend with the current choices on GPU 0, or on the other GPU.
+  std::unique_ptr<kernels::Backend> backend(bool on_other = false) {
+    kernels::CudaConfig config;
+    config.choices = g_cuda;
+    config.device = on_other ? other_ : 0;
+    return start_.make_backend(config);
+  }
+
+ private:
+  kernels::CudaStart start_;
+  int other_;
+};
 
 // A cuda backend on GPU 0 with the current choices and `budget`.
 inline std::unique_ptr<kernels::Backend> cuda_backend(std::int64_t budget = 0) {

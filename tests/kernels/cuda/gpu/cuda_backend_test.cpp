@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "cuda_backend_fixture.hpp"
+#include "ledger_budget.hpp"
 
 namespace blockmm::testing {
 namespace {
@@ -268,10 +269,11 @@ TEST_F(CudaBackend, OutputTenTimesTheMemoryBudgetGivesTheSameBytes) {
   spec.max_value = 1023;
   const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
   const ProductRun reference = multiply(a, b, BackendKind::reference);
-  // Budget: the inputs on the device plus a tenth of the output.
-  const std::int64_t input_bytes = (a.size() + b.size()) * (2 * 16 + 16) + 2 * 201 * 4;
+  // Budget: the operands and the pattern on the device, and a tenth of the output to plan with.
   const std::int64_t output_bytes = static_cast<std::int64_t>(reference.output.bytes.size());
-  const ProductRun chunked = multiply(a, b, BackendKind::cuda, std::int64_t{1} << 40, input_bytes + output_bytes / 10);
+  const std::int64_t budget =
+      budget_leaving(a, b, reference.layout.tiles(), output_bytes / 10, kernels::cuda::kSparsePathBuffers);
+  const ProductRun chunked = multiply(a, b, BackendKind::cuda, std::int64_t{1} << 40, budget);
   EXPECT_GE(chunked.chunks, 10);
   ASSERT_TRUE(reference.output.bytes == chunked.output.bytes) << compare_outputs(reference.output, chunked.output);
 }

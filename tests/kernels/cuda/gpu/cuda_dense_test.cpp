@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda_backend_fixture.hpp"
+#include "ledger_budget.hpp"
 
 namespace blockmm::testing {
 namespace {
@@ -167,10 +168,12 @@ TEST_F(CudaBackend, DenseTilesUnderATinyBudgetSplitColumnsAndRows) {
     spec.empty_col_fraction = 0.2;
     const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
     const ProductRun reference = multiply(a, b, BackendKind::reference);
-    // Inputs plus about 3 MiB: B's dense width (8 MB as float64, 2 MB as int8 planes) cannot stay
-    // resident in a quarter of that, so columns are tiled.
-    const std::int64_t inputs = (a.size() + b.size()) * 48 + 2 * 251 * 4;
-    const ProductRun tiled = multiply(a, b, BackendKind::cuda, std::int64_t{64} << 10, inputs + (std::int64_t{3} << 20), g_cuda);
+    // About 3 MiB to plan with beside the operands and cuBLAS's workspace (at most 2 MiB here): B's
+    // dense width (8 MB as float64, 2 MB as int8 planes) cannot stay resident in a quarter of that,
+    // so columns are tiled.
+    const std::int64_t budget = budget_leaving(a, b, reference.layout.tiles(), (std::int64_t{3} << 20) + 2 * kernels::cuda::kCublasWorkspaceMin,
+                                               kernels::cuda::kDensePathBuffers);
+    const ProductRun tiled = multiply(a, b, BackendKind::cuda, std::int64_t{64} << 10, budget, g_cuda);
     EXPECT_GT(tiled.chunks, 4);
     EXPECT_NE(tiled.device.find(path), std::string::npos) << tiled.device;
     ASSERT_TRUE(reference.output.bytes == tiled.output.bytes) << compare_outputs(reference.output, tiled.output);

@@ -142,23 +142,16 @@ TEST_F(CudaBackend, StagingPinnedByTheWarmUpCarriesTheNextBackendsWork) {
 // paths and chunk sizes down to one tile.
 TEST_F(CudaBackend, OperandsCopiedToAnotherBackendMultiplyAsTheirOriginals) {
   std::mt19937_64 rng(39);
-  kernels::CudaStart start(true);
-  const int other = start.device_count() > 1 ? 1 : 0;
-  start.start_devices({0, other}, 1 << 20, 2);
+  TwoGpus gpus;
   for (int c = 0; c < 24; ++c) {
-    g_cuda = {};
-    if (c % 3 == 1) g_cuda.dense = CudaChoices::Dense::always;
-    if (c % 3 == 2) g_cuda.dense = CudaChoices::Dense::never;
+    choose_path_of_case(c);
     const RandomSpec spec = random_spec(rng, 24);
     const InputRecords a = random_blocks(spec, rng);
     const InputRecords b = random_blocks(spec, rng);
     const std::int32_t p = a.shape.block_rows();
     const std::string what = "case " + std::to_string(c) + " n=" + std::to_string(spec.n) + " m=" + std::to_string(spec.m);
-    kernels::CudaConfig config;
-    config.choices = g_cuda;
-    auto first = start.make_backend(config);
-    config.device = other;
-    auto second = start.make_backend(config);
+    auto first = gpus.backend();
+    auto second = gpus.backend(true);
     auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
     MemoryRecordSource a_source(a), b_source(b);
     const auto bm = first->build(b_source, {0, p, OperandRole::right, dup});

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu_test_support.hpp"
+#include "ledger_budget.hpp"
 #include "support/random_blocks.hpp"
 
 namespace blockmm::testing {
@@ -224,8 +225,8 @@ TEST(CudaTensorCoreBlocks, CudaCoreKernelsWhereAskedForOrWhereThePlanesDoNotFit)
     EXPECT_TRUE(cpu.output.bytes == tensor.output.bytes) << what << ": " << compare_outputs(cpu.output, tensor.output);
     // Room for the operands, the pattern and a few chunks, not for B's planes (2 m^2 bytes a
     // block, as much as B's values).
-    const std::int64_t operands = (a.size() + b.size()) * (2 * std::int64_t{m} * m + 40) + 64 * spec.n;
-    const std::int64_t budget = operands + b.size() * m * m;
+    const std::int64_t budget =
+        budget_leaving(a, b, tensor.layout.tiles(), b.size() * m * m, kernels::cuda::kSparsePathBuffers);
     expect_reference_bytes(a, b, sparse(true), what + " small budget", budget, {kCudaCorePath}, 1);
     if (HasFatalFailure()) return;
   }
@@ -260,13 +261,12 @@ TEST(CudaTensorCoreBlocks, DensePredictedButOverTheBudgetRunsSparse) {
   spec.max_value = 65535;
   const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
   const ProductRun expected = multiply(a, b, kernels::BackendKind::reference);
-  const std::int64_t p = spec.n / spec.m;
-  // The operands' and the pattern's device bytes (device_operands.cuh), then 2 MiB: room for the
-  // sparse kernels' units and a few tiles, not for the dense path's 20 bytes a tile.
-  const std::int64_t resident = a.size() * (4 + 32 + 8) + b.size() * (4 + 32 + 8 + 8) + 4 * (p + 1) * 3 + 8 * (p + 1) +
-                                4 * expected.layout.tiles();
-  const ProductRun run = expect_reference_bytes(a, b, CudaChoices{}, "dense predicted, over the budget",
-                                                resident + (std::int64_t{2} << 20), {kCudaCorePath, "predicted: sparse"});
+  // 2 MiB to plan with beside the operands and the pattern: room for the sparse kernels' units and
+  // a few tiles, not for the dense path's 20 bytes a tile.
+  const std::int64_t budget =
+      budget_leaving(a, b, expected.layout.tiles(), std::int64_t{2} << 20, kernels::cuda::kSparsePathBuffers);
+  const ProductRun run = expect_reference_bytes(a, b, CudaChoices{}, "dense predicted, over the budget", budget,
+                                                {kCudaCorePath, "predicted: sparse"});
   EXPECT_GT(expected.layout.tiles() * 20, std::int64_t{2} << 20);  // the dense path's reserve alone
   // The prediction did favour the dense path.
   const auto number_after = [&](const std::string& key) { return std::stod(run.device.substr(run.device.find(key) + key.size())); };
