@@ -51,6 +51,7 @@ PlacementPlan plan_rank_placement(const Team& team, io::InputFile& a_file, io::I
   facts.backends = static_cast<int>(team.size());
   facts.traits = team[0]->traits();
   facts.ranks = comm.size();
+  facts.node_ranks = comm.node_size();
   facts.one_node = comm.size() == 1 || (comm.nodes() == 1 && a_file.readable_by_every_rank() && b_file.readable_by_every_rank());
   facts.whole_inputs = builds_whole_inputs(*team[0], a_file, b_file, comm);
   facts.options = options;

@@ -1,14 +1,11 @@
 // multiply: the distributed product C = A x B, the one entry behind which the ranks' placement
-// (partition/), the backends' kernels (kernels/) and the writer meet. Each rank runs one
-// pipeline (pipeline.hpp) over its team of W >= 1 backends, as its plan lays the work out
-// (plan.hpp): whole inputs on every rank of a node (whole_inputs.hpp), or partition::distribute()
-// handing each rank its rows, with rows shared with the neighbours (shared_rows.hpp) and one copy
-// of B a node (shared_right_operand.hpp) where the backend computes on host operands; the rank's
-// rows split over its backends, or B cut by block-columns into panels past their memory or the
-// host's (then read from its file panel by panel). The caller (the driver; the Python extension
-// in process) opens the inputs, makes the writer, provides the backends once the work is known,
-// commits the output and reports; phases and progress reach it through an Observer (phases.hpp).
-// The entry's types are in options.hpp, report.hpp and phases.hpp.
+// (partition/), the backends' kernels (kernels/) and the writer meet. Each rank runs one pipeline
+// (pipeline.hpp) over its team of W >= 1 backends as its plan (plan.hpp) lays the work out: whole
+// inputs (whole_inputs.hpp) or partition::distribute(), rows shared (shared_rows.hpp), one B a
+// node (shared_right_operand.hpp), rows split over the team or B in block-column panels. The
+// caller (the driver; the Python extension) opens the inputs, makes the writer, provides the
+// backends once the work is known, commits and reports; phases and progress reach it through an
+// Observer. The entry's types are in options.hpp, report.hpp and phases.hpp.
 #pragma once
 
 #include <cstdint>

@@ -62,12 +62,10 @@ struct Rank {
   std::int64_t max_panel_blocks = 0, input_records = 0, tiles_for_neighbours = 0, products = 0, tiles = 0;
   std::size_t backends() const { return team.size(); }
   kernels::Backend& backend(std::size_t w) const { return *team[w]; }
-  OperandSpec panel_spec() const { return {dist.b_spec.row_begin, dist.b_spec.row_end, OperandRole::right, dist.b_spec.duplicate_message}; }
 };
 
-// Runs body(w) for each backend w, on a thread of its own where there are several (one runs on
-// the calling thread, whose OpenMP team exists and which MPI-IO may need); the first failure is
-// rethrown.
+// Runs body(w) for each backend w, on a thread of its own where there are several (one on the
+// calling thread, whose OpenMP team exists and which MPI-IO may need); rethrows the first failure.
 template <typename Body>
 void on_each_backend(std::size_t backends, Body&& body) {
   if (backends == 1) return body(std::size_t{0});
@@ -195,9 +193,7 @@ void spread_rows(Rank& rank) {
   const auto give = [&](std::size_t w, std::unique_ptr<kernels::Operand> a, std::unique_ptr<kernels::Operand> b,
                         std::int32_t rows_begin, std::int32_t rows_end) {
     rank.workers[w].a = std::move(a);
-    rank.workers[w].jobs.resize(1);
-    Job& job = rank.workers[w].jobs[0];
-    job = Job{rows_begin, 0, p, nullptr, std::move(b), nullptr, {}};
+    rank.workers[w].jobs.push_back(Job{rows_begin, 0, p, nullptr, std::move(b), nullptr, {}});
     rank.workers[w].report.rows = rows_end - rows_begin;
   };
   if (backends == 1) {
@@ -285,7 +281,7 @@ void symbolic(Rank& rank) {
       Worker& worker = rank.workers[w];
       for (std::size_t k = 0; k < worker.jobs.size(); ++k) {
         Job& job = worker.jobs[k];
-        if (!job.b) job.b = backend.build(*job.b_records, rank.panel_spec());
+        if (!job.b) job.b = backend.build(*job.b_records, rank.dist.b_spec);
         worker.block_products += backend.block_products(*worker.a, *job.b);
         job.pattern = backend.symbolic(*worker.a, *job.b);
         worker.report.b_blocks = std::max(worker.report.b_blocks, job.b->blocks());
@@ -394,7 +390,7 @@ void numeric(Rank& rank, io::ProductWriter& writer) {
       const Stopwatch clock;
       for (std::size_t k = worker.jobs.size(); k-- > 0;) {
         Job& job = worker.jobs[k];
-        if (!job.b) job.b = backend.build(*job.b_records, rank.panel_spec());
+        if (!job.b) job.b = backend.build(*job.b_records, rank.dist.b_spec);
         reported = 0;
         PlacingSink sink(serial, record_bytes<std::uint32_t>(rank.report.m), job.pattern->layout().row_ptr, job.row_start);
         worker.numeric.add(backend.numeric(*worker.a, *job.b, *job.pattern, sink, numeric_options));

@@ -20,8 +20,11 @@ PlacementPlan plan_placement(const PlacementFacts& facts) {
                           "): raise it, use more ranks (they split A's rows) or a smaller --chunk-size");
     plan.b_room = std::max<std::int64_t>(0, plan.b_room);  // a default that cannot hold A: no bound, as before it
   }
-  // Whole inputs: a GPU reads B from its file onto itself; a host backend holds it.
-  const bool past_room = plan.b_room > 0 && facts.b_host_bytes > plan.b_room;
+  // Whole inputs: a GPU reads B from its file onto itself; a host backend holds it. Where the
+  // node's ranks may read one copy of B, each holds its share of that copy.
+  const bool several = facts.ranks > 1;
+  const bool node_b = several && options.share_b && facts.traits.right_operand_shareable && options.b_panels == 0;
+  const bool past_room = plan.b_room > 0 && facts.b_host_bytes / (node_b ? facts.node_ranks : 1) > plan.b_room;
   const bool asked = options.b_panels > 0;
   if (facts.whole_inputs) {
     const char* why = facts.backends > 1                      ? "a team builds from its rank's records"
@@ -31,7 +34,6 @@ PlacementPlan plan_placement(const PlacementFacts& facts) {
     plan.whole_inputs = why == nullptr;
     if (why != nullptr) plan.refused.push_back(std::string("whole inputs: ") + why);
   }
-  const bool several = facts.ranks > 1;
   if (past_room && !plan.whole_inputs) {
     plan.b_from_file = !several || facts.one_node;
     if (!plan.b_from_file)
@@ -81,7 +83,9 @@ LayoutPlan plan_layout(const LayoutFacts& facts) {
                           "): raise --mem-budget");
     cap = std::max<std::int64_t>(1, left * 4 / 5);
   }
-  if (facts.b_host_room > 0 && facts.b_host_bytes > facts.b_host_room) {
+  // (A rank that shares its operands keeps B whole: the placement weighed B for the node, and
+  // where the node's ranks do not all need it whole, each holds only its share of B's rows.)
+  if (facts.b_host_room > 0 && facts.b_host_bytes > facts.b_host_room && !facts.shares) {
     const std::int64_t host_cap = std::max<std::int64_t>(1, facts.b_host_room / backends * 4 / 5);
     cap = cap > 0 ? std::min(cap, host_cap) : host_cap;
   }

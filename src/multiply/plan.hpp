@@ -18,6 +18,7 @@ struct PlacementFacts {
   int backends = 1;
   kernels::BackendTraits traits;
   int ranks = 1;
+  int node_ranks = 1;            // ranks of this rank's node
   bool one_node = true;          // every rank on one node (BLOCKMM_SIMULATE_NODES counts)
   bool whole_inputs = false;     // every rank's backend would build both inputs whole
   Options options;

@@ -47,6 +47,7 @@ TEST(RankPlan, EveryCombinationTakesOrRefusesEachCapability) {
                     facts.traits = traits_of(kind);
                     facts.ranks = ranks;
                     facts.one_node = one_node || ranks == 1;
+                    facts.node_ranks = facts.one_node ? ranks : 1;
                     facts.whole_inputs = whole && ranks > 1 && facts.one_node;  // as builds_whole_inputs answers
                     facts.options.share_rows = rows;
                     facts.options.share_b = share_b;
@@ -94,6 +95,28 @@ TEST(RankPlan, EveryCombinationTakesOrRefusesEachCapability) {
                     EXPECT_EQ(plan_layout(layout).split_columns, panels > 0 || (in_panels && !device && !plan.whole_inputs));
                   }
   EXPECT_EQ(combinations, 3 * 2 * 2 * 2 * 2 * 3 * 2 * 2 * 3);
+}
+
+// The ranks of a node that may read one copy of B each hold a share of it: B past one rank's
+// memory but not past the node's is shared, not read from its file.
+TEST(RankPlan, ANodesCopyOfBCountsOnceAgainstItsRanksMemory) {
+  PlacementFacts facts;
+  facts.traits = traits_of("cpu");
+  facts.options.host_memory = 240 * kMiB;
+  facts.options.chunk_bytes = 10 * kMiB;
+  facts.a_host_bytes = 20 * kMiB;  // 200 MiB left for B
+  facts.b_host_bytes = 300 * kMiB;
+  facts.ranks = facts.node_ranks = 2;
+  PlacementPlan plan = plan_placement(facts);
+  EXPECT_TRUE(plan.share_b);
+  EXPECT_FALSE(plan.b_from_file);
+  facts.options.share_b = false;  // each rank its own copy: past its memory
+  plan = plan_placement(facts);
+  EXPECT_FALSE(plan.share_b);
+  EXPECT_TRUE(plan.b_from_file);
+  facts.options.share_b = true;
+  facts.node_ranks = 1;  // alone on its node (nodes simulated): the same
+  EXPECT_TRUE(plan_placement(facts).b_from_file);
 }
 
 TEST(RankPlan, AHostMemoryThatCannotHoldAIsRefusedOnlyWhereAskedFor) {
@@ -148,7 +171,7 @@ TEST(RankPlan, LayoutSizesPanelsByTheRoomLeft) {
   EXPECT_EQ(plan.max_panel_bytes, 0);
 }
 
-TEST(RankPlan, LayoutRefusesWhatNoPanelCutMakesFit) {
+TEST(RankPlan, LayoutRefusesWhatNoPanelCutMakesFitAndKeepsSharedOperandsWhole) {
   LayoutFacts facts;
   facts.a_bytes = 100 * kMiB;
   facts.b_bytes = 100 * kMiB;
@@ -156,9 +179,11 @@ TEST(RankPlan, LayoutRefusesWhatNoPanelCutMakesFit) {
   facts.room = 16 * kMiB;  // a numeric chunk alone does not fit (A would stay in host memory)
   EXPECT_THROW(plan_layout(facts), ResourceError);
   facts.room = 0;
-  facts.shares = true;  // a rank that shares its operands is never split (the placement sees to it)
+  facts.shares = true;  // a rank that shares its operands keeps B whole past the host memory
   facts.b_host_bytes = 100 * kMiB;
   facts.b_host_room = 10 * kMiB;
+  EXPECT_FALSE(plan_layout(facts).split_columns);
+  facts.room = 50 * kMiB;  // (a GPU's room: GPUs never share their operands)
   EXPECT_THROW(plan_layout(facts), Error);
 }
 
