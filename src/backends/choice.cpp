@@ -132,8 +132,9 @@ multiply::Team make_team(const TeamRequest& request, kernels::CudaStart& cuda, c
       team.push_back(cuda.make_backend(config));
     }
     return kept[key] = team;
+  } catch (const OutOfMemoryError&) {
+    throw;
   } catch (const Error& e) {
-    if (e.code() == ExitCode::resource && std::string(e.what()).find("out of memory") != std::string::npos) throw;
     throw ResourceError("--backend cuda: no usable GPU was found" + advice +
                         (request.verbose ? std::string(" (cause: ") + e.what() + ")" : std::string()));
   }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/backend_steps.hpp"
 #include "core/json_text.hpp"
 
 namespace blockmm::console {
@@ -114,7 +115,10 @@ std::string stats_json(const RunStats& s) {
   j["gmacs_per_second_total"] = s.slowest.total > 0 ? s.useful_macs() / s.slowest.total / 1e9 : 0.0;
   j["imbalance"] = s.imbalance;
   j["numeric_chunks"] = s.numeric_chunks;
-  if (!s.backend_steps.empty()) j["backend_seconds"] = s.backend_steps;
+  nlohmann::json steps = nlohmann::json::object();
+  for (const NamedStep& step : named_steps())
+    if ((s.backend_steps.*step.field).measured) steps[step.name] = (s.backend_steps.*step.field).seconds;
+  if (!steps.empty()) j["backend_seconds"] = steps;
   nlohmann::json ranks = nlohmann::json::array();
   for (std::size_t r = 0; r < s.per_rank.size(); ++r) {
     ranks.push_back({{"rank", r},
@@ -146,7 +150,7 @@ std::string stats_json(const RunStats& s) {
                     {"bytes_from_peers", w.bytes_from_peers},
                     {"numeric_seconds", w.numeric_seconds},
                     {"setup_seconds", w.setup_seconds}});
-  j["team"] = {{"layout", s.team_layout}, {"backends", team}};
+  j["team"] = {{"layout", s.team_layout}, {"backends", team}, {"refused", s.plan_refused}};
   j["settings"] = s.settings;
   j["input_bytes_read"] = s.input_bytes_read;
   j["distribution"] = s.distribution;

@@ -38,6 +38,11 @@ struct OutputError : Error {
 struct ResourceError : Error {
   explicit ResourceError(const std::string& message) : Error(ExitCode::resource, message) {}
 };
+// A device or the host out of memory (a GPU's allocation refused, say), apart from the other
+// resource failures: what a caller that falls back on another device must not swallow.
+struct OutOfMemoryError : ResourceError {
+  using ResourceError::ResourceError;
+};
 
 // A message fit for one line on a terminal: control characters (from file names, say: a newline,
 // an escape sequence) written as \xHH. Other bytes, UTF-8 included, pass unchanged, unless

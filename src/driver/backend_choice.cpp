@@ -4,9 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +12,7 @@
 
 #include "comm/mpi_start.hpp"
 #include "core/error.hpp"
+#include "io/binary_format.hpp"
 
 namespace blockmm::driver {
 
@@ -26,27 +25,11 @@ std::int64_t input_file_bytes(const Options& options) {
   return input_bytes;
 }
 
-namespace {
-
-// n, m and k of a COL380 file, where it is a regular file whose header is plausible.
-std::optional<std::array<std::int32_t, 3>> binary_header(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 12) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  std::array<std::int32_t, 3> header{};
-  if (!in.read(reinterpret_cast<char*>(header.data()), sizeof header)) return std::nullopt;
-  const auto [n, m, k] = header;
-  if (n <= 0 || m <= 0 || m > n || n % m != 0 || k < 0) return std::nullopt;
-  return header;
-}
-
-}  // namespace
-
 int automatic_gpu_count(const Options& options) {
   if (options.gpus_given) return options.gpus;
-  const auto a = binary_header(options.a_path), b = binary_header(options.b_path);
-  if (!a || !b || (*a)[0] != (*b)[0] || (*a)[1] != (*b)[1]) return 0;
-  return backends::automatic_gpu_count((*a)[0], (*a)[1], (*a)[2], (*b)[2]);
+  const std::optional<FileHeader> a = io::peek_binary_header(options.a_path), b = io::peek_binary_header(options.b_path);
+  if (!a || !b || a->n != b->n || a->m != b->m) return 0;
+  return backends::automatic_gpu_count(a->n, a->m, a->k, b->k);
 }
 
 bool cuda_likely(const Options& options, std::int64_t input_bytes) {

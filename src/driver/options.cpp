@@ -223,6 +223,11 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
   std::string budget;
   app.add_option("--mem-budget", budget, "device memory the cuda backend may use, e.g. 40G (default: 80% of the free memory)")
       ->option_text("SIZE");
+  std::string host_memory;
+  app.add_option("--host-memory", host_memory,
+                 "host memory a rank may hold, e.g. 16G; a larger B is read from its file in panels (default: the "
+                 "node's available memory shared by its ranks)")
+      ->option_text("SIZE");
   app.footer(
       "Inputs may be COL380 binary or HDF5 (scipy BSR layout); the output is HDF5 when it ends in .h5/.hdf5.\n"
       "Exit codes: 0 success, 1 other failure, 2 usage, 3 bad input, 4 output or I/O failure, 5 out of memory or\n"
@@ -256,6 +261,7 @@ bool parse_options(int argc, char** argv, const settings::Lookup& environment, O
     options.threads = parse_thread_count(threads, "--threads");
     options.settings = settings::Settings::read(environment);
     if (!budget.empty()) options.mem_budget = parse_size(budget, "--mem-budget");
+    if (!host_memory.empty()) options.host_memory = parse_size(host_memory, "--host-memory");
     if (backend != "auto") options.backend = kernels::parse_backend_kind(backend);
     options.progress = options.quiet || progress == "none" ? ProgressRequest::none
                        : progress == "bar"                ? ProgressRequest::bar

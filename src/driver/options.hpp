@@ -35,6 +35,7 @@ struct Options {
   bool quiet = false;
   std::int64_t chunk_bytes = std::int64_t{256} << 20;
   std::int64_t mem_budget = 0;    // device memory budget a GPU; 0 = automatic
+  std::int64_t host_memory = 0;   // host memory a rank may hold; 0 = its share of the node's available memory
   settings::Settings settings;    // the environment's BLOCKMM_* variables and the like
   std::vector<std::string> command_line;  // argv as given, for the log header and the stats
   std::string batch_file;                 // --batch: several products (driver/batch.hpp)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <new>
@@ -83,8 +84,24 @@ class ProgressObserver final : public multiply::Observer {
   console::Progress& progress_;
 };
 
-multiply::Options multiply_options(const Options& options, int threads, KeptUntilExit* kept_until_exit) {
+// The host memory a rank may hold: --host-memory, else the node's available memory (the
+// kernel's MemAvailable) shared by its ranks. The least of every rank's, so that all plan alike;
+// 0 (no bound) where any rank cannot tell.
+std::int64_t rank_host_memory(std::int64_t asked, const comm::Communicator& comm) {
+  std::int64_t mine = asked;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; mine == 0 && std::getline(meminfo, line);) {
+    long long kib = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) mine = kib * 1024 / std::max(1, comm.node_size());
+  }
+  return -comm.max(-mine);
+}
+
+multiply::Options multiply_options(const Options& options, int threads, const comm::Communicator& comm,
+                                   KeptUntilExit* kept_until_exit) {
   multiply::Options m = backends::product_options(options.settings, options.chunk_bytes, threads);
+  m.host_memory = rank_host_memory(options.host_memory, comm);
+  m.host_memory_asked = options.host_memory > 0;
   m.kept_until_exit = kept_until_exit;
   return m;
 }
@@ -205,11 +222,12 @@ console::RunStats run_product(const Options& options, const comm::Communicator& 
   int gpu_sharers = 0;
   if (gpu_likely && comm.size() > 1) gpu_sharers = count_gpu_sharers(cuda, gpus.empty() ? -1 : gpus[0], comm);
 
+  const multiply::Options product_options = multiply_options(options, stats.threads, comm, kept_until_exit);
   multiply::Report& product = stats;
   product = multiply::multiply(*a_file, *b_file,
                                team_factory(options, cuda, comm, stats.threads, gpus, gpu_sharers,
                                             visibility.empty() ? "" : "[" + visibility + "]", start.teams),
-                               *writer, comm, multiply_options(options, stats.threads, kept_until_exit), observer);
+                               *writer, comm, product_options, observer);
   stats.mine.read += opening;
   stats.mine.setup += driver_wait;
 

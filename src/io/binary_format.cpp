@@ -135,6 +135,15 @@ std::string describe(const FileHeader& h) {
   return "n = " + std::to_string(h.n) + ", m = " + std::to_string(h.m) + ", k = " + std::to_string(h.k);
 }
 
+std::optional<FileHeader> peek_binary_header(const std::string& path) {
+  try {
+    const FileHeader header = read_header(path).header;
+    if (header.n > 0 && header.m > 0 && header.n % header.m == 0 && header.k >= 0) return header;
+  } catch (const InputError&) {
+  }
+  return std::nullopt;
+}
+
 BinaryFileInfo inspect_binary(const std::string& path, ValueWidth width) {
   BinaryFileInfo info = read_header(path);
   info.width = width;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/block_matrix.hpp"
@@ -25,6 +26,11 @@ struct BinaryFileInfo {
 // Opens `path`, reads the header and checks it and the file size: n > 0, m > 0, m divides n,
 // 0 <= k <= (n/m)^2, size == 12 + k * (8 + width * m^2), then m <= 46340. Nothing is allocated from the header.
 BinaryFileInfo inspect_binary(const std::string& path, ValueWidth width);
+
+// The header of `path` where it is a regular file that starts with a plausible COL380 header
+// (n, m > 0, m divides n, k >= 0; the file's size unchecked), else none: for decisions taken
+// before the inputs are opened and checked (driver/backend_choice.hpp).
+std::optional<FileHeader> peek_binary_header(const std::string& path);
 
 // Throws InputError naming `path` when m exceeds kMaxSupportedBlockOrder (46340), for both formats.
 void check_supported_block_order(const std::string& path, std::int32_t m);

@@ -7,11 +7,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/backend_steps.hpp"
 #include "core/block_matrix.hpp"
 #include "core/record_sink.hpp"
 #include "core/record_source.hpp"
@@ -48,6 +48,13 @@ struct NumericReport {
   double sink_seconds = 0;     // time spent inside RecordSink::write, in the backend's thread
   std::int64_t chunks = 0;
   std::string device;          // what ran it, for --stats
+  // Another call's report added (a backend's several calls: rows shared, panels of B).
+  void add(const NumericReport& part) {
+    compute_seconds += part.compute_seconds;
+    sink_seconds += part.sink_seconds;
+    chunks += part.chunks;
+    if (!part.device.empty()) device = part.device;
+  }
 };
 
 // An operand as a backend holds it (host CSR/CSC, or arrays on a GPU): built by the backend
@@ -166,9 +173,9 @@ class Backend {
   // start again from zero, so that each product reports its own.
   virtual void begin_product() {}
 
-  // Seconds of the backend's own steps inside the phases (e.g. the upload within the build),
-  // for --stats=json; empty where a backend has nothing finer to say.
-  virtual std::map<std::string, double> step_seconds() const { return {}; }
+  // Seconds of the backend's own steps inside the phases (e.g. the upload within the build, the
+  // numeric paths' predictions); none measured where a backend has nothing finer to say.
+  virtual BackendSteps steps() const { return {}; }
 };
 
 enum class BackendKind { reference, cpu, cuda };

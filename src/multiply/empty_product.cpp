@@ -1,41 +1,13 @@
 #include "multiply/empty_product.hpp"
 
-#include <algorithm>
-#include <climits>
-#include <cstring>
 #include <vector>
 
 #include "core/error.hpp"
 #include "partition/distribute.hpp"
+#include "partition/exchange.hpp"
 #include "partition/work.hpp"
 
 namespace blockmm::multiply {
-
-std::int64_t first_duplicate_block(const InputRecords& records, const comm::Communicator& comm) {
-  const int ranks = comm.size();
-  std::vector<std::vector<std::uint64_t>> by_rank(static_cast<std::size_t>(ranks));
-  for (std::int64_t q = 0; q < records.size(); ++q) {
-    const std::uint64_t key = static_cast<std::uint64_t>(record_row(records.record(q))) << 32 |
-                              static_cast<std::uint32_t>(record_col(records.record(q)));
-    by_rank[key % static_cast<std::uint64_t>(ranks)].push_back(key);
-  }
-  std::vector<std::uint64_t> send;
-  std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    send.insert(send.end(), by_rank[r].begin(), by_rank[r].end());
-    send_bytes[r] = static_cast<std::int64_t>(by_rank[r].size() * sizeof(std::uint64_t));
-  }
-  std::vector<std::int64_t> recv_bytes;
-  const LargeVector<std::byte> received = comm.exchange(reinterpret_cast<const std::byte*>(send.data()), send_bytes, recv_bytes);
-  std::vector<std::uint64_t> keys(received.size() / sizeof(std::uint64_t));
-  if (!keys.empty()) std::memcpy(keys.data(), received.data(), keys.size() * sizeof(std::uint64_t));
-  std::sort(keys.begin(), keys.end());
-  std::int64_t local = INT64_MAX;
-  for (std::size_t e = 1; e < keys.size() && local == INT64_MAX; ++e)
-    if (keys[e] == keys[e - 1]) local = static_cast<std::int64_t>(keys[e]);
-  const std::int64_t global = -comm.max(-local);
-  return global == INT64_MAX ? -1 : global;
-}
 
 void multiply_empty(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory& make_team,
                     io::ProductWriter& writer, const comm::Communicator& comm, Observer& observer, Report& report) {
@@ -47,7 +19,7 @@ void multiply_empty(io::InputFile& a_file, io::InputFile& b_file, const TeamFact
       for (io::InputFile* file : {&a_file, &b_file}) {
         const InputRecords records = file->read_records(io::record_share(file->header().k, comm.rank(), comm.size()));
         if (file == &b_file) my_b_records = records.size();
-        const std::int64_t twice = first_duplicate_block(records, comm);
+        const std::int64_t twice = partition::first_duplicate_block(records, comm);
         if (twice < 0) continue;
         const auto i = static_cast<std::int32_t>(twice >> 32), j = static_cast<std::int32_t>(twice & 0xFFFFFFFF);
         // Rank 0's message is the one agreed on: only it scans the file for the records' places.

@@ -6,7 +6,9 @@
 #include "comm/communicator.hpp"
 #include "io/input_file.hpp"
 #include "io/product_writer.hpp"
-#include "multiply/multiply.hpp"
+#include "multiply/options.hpp"
+#include "multiply/phases.hpp"
+#include "multiply/report.hpp"
 
 namespace blockmm::multiply {
 
@@ -14,10 +16,5 @@ namespace blockmm::multiply {
 // estimate, for the backend's name.
 void multiply_empty(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory& make_team,
                     io::ProductWriter& writer, const comm::Communicator& comm, Observer& observer, Report& report);
-
-// The smallest block (i, j), as i * 2^32 + j, that the records of all ranks hold twice, or -1.
-// Collective. Each key goes to the rank the key picks, which sorts what it receives: memory in
-// proportion to the records, never to n.
-std::int64_t first_duplicate_block(const InputRecords& records, const comm::Communicator& comm);
 
 }  // namespace blockmm::multiply

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/backend_steps.hpp"
 #include "kernels/backend.hpp"
 #include "multiply/phases.hpp"
 
@@ -66,10 +66,12 @@ struct Report {
   std::int64_t record_bytes_between_nodes = 0;
   std::int64_t index_bytes_within_node = 0;
   std::int64_t index_bytes_between_nodes = 0;
-  // Rank 0's backends' own steps (Backend::step_seconds), summed over its workers.
-  std::map<std::string, double> backend_steps;
-  // Rank 0's team: how its backends shared the work ("one backend" where there is one).
+  // Rank 0's backends' own steps (Backend::steps), each its longest over the team.
+  BackendSteps backend_steps;
+  // Rank 0's team: how its backends shared the work ("one backend" where there is one), and what
+  // its plan did not take, each with why (plan.hpp).
   std::string team_layout = "one backend";
+  std::vector<std::string> plan_refused;
   std::vector<WorkerReport> workers;
   // This rank's phases (commit and total are the caller's).
   PhaseTimes mine;

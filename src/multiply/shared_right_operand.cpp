@@ -6,16 +6,10 @@
 
 namespace blockmm::multiply {
 
-bool right_operand_may_be_shared(const kernels::Backend& backend, bool allowed) {
-  // The memory is anonymous (no /dev/shm file, whose size containers often cap): it is the node's
-  // memory, of which one copy takes less than a copy a rank.
-  return allowed && backend.traits().right_operand_shareable;
-}
-
-std::unique_ptr<kernels::Operand> right_operand_shared_on_node(kernels::Backend& backend,
-                                                               std::unique_ptr<kernels::Operand> b,
-                                                               comm::NodeSharedMemory& memory,
-                                                               const comm::Communicator& comm) {
+std::shared_ptr<comm::NodeSharedBytes> right_operand_shared_on_node(kernels::Backend& backend,
+                                                                    std::unique_ptr<kernels::Operand> b,
+                                                                    comm::NodeSharedMemory& memory,
+                                                                    const comm::Communicator& comm) {
   const bool first = comm.rank() == comm.node_leader();
   if (first != (b != nullptr))
     throw Error(ExitCode::other, "internal error: the node's first rank, and only it, builds the shared B");
@@ -26,6 +20,10 @@ std::unique_ptr<kernels::Operand> right_operand_shared_on_node(kernels::Backend&
     b.reset();  // the rank's own copy: the node reads the shared one
   }
   shared->publish();
+  return shared;
+}
+
+std::unique_ptr<kernels::Operand> unpack_shared(kernels::Backend& backend, const std::shared_ptr<comm::NodeSharedBytes>& shared) {
   return backend.unpack(shared->data(), shared->size(), std::shared_ptr<const void>(shared, shared->data()));
 }
 

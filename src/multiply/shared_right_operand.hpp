@@ -12,17 +12,13 @@
 
 namespace blockmm::multiply {
 
-// Whether this rank may share its right operand with the ranks of its node: sharing is `allowed`
-// (BLOCKMM_SHARE_B) and the backend computes on host operands. Not collective:
-// comm::Communicator::node_shared_memory makes the memory where every rank of a node may, and
-// partition::distribute shares B where the node's ranks hold that memory and each needs all of B.
-bool right_operand_may_be_shared(const kernels::Backend& backend, bool allowed);
-
 // Collective over the node: its first rank passes the host operand it built, the others null;
-// every rank gets an operand over one copy in `memory` (the first rank's own copy is freed).
-std::unique_ptr<kernels::Operand> right_operand_shared_on_node(kernels::Backend& backend,
-                                                               std::unique_ptr<kernels::Operand> b,
-                                                               comm::NodeSharedMemory& memory,
-                                                               const comm::Communicator& comm);
+// every rank gets the one copy in `memory` (the first rank's own copy is freed), over which each
+// of its backends makes an operand of its own (unpack_shared).
+std::shared_ptr<comm::NodeSharedBytes> right_operand_shared_on_node(kernels::Backend& backend,
+                                                                    std::unique_ptr<kernels::Operand> b,
+                                                                    comm::NodeSharedMemory& memory,
+                                                                    const comm::Communicator& comm);
+std::unique_ptr<kernels::Operand> unpack_shared(kernels::Backend& backend, const std::shared_ptr<comm::NodeSharedBytes>& shared);
 
 }  // namespace blockmm::multiply

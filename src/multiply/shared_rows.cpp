@@ -7,33 +7,14 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/placing_sink.hpp"
 
 namespace blockmm::multiply {
 namespace {
 
-// A neighbour's tiles go to the writer numbered from this panel's first tile.
-class ShiftedSink final : public RecordSink {
- public:
-  ShiftedSink(RecordSink& to, std::int64_t shift) : to_(to), shift_(shift) {}
-  void write(std::int64_t first_tile, std::int64_t count, const std::byte* records) override {
-    to_.write(first_tile + shift_, count, records);
-  }
-
- private:
-  RecordSink& to_;
-  std::int64_t shift_;
-};
-
 // Node counters: rank r's head region is counter 2r, its tail 2r + 1.
 int head_counter(int rank) { return 2 * rank; }
 int tail_counter(int rank) { return 2 * rank + 1; }
-
-void add_report(kernels::NumericReport& total, const kernels::NumericReport& part) {
-  total.compute_seconds += part.compute_seconds;
-  total.sink_seconds += part.sink_seconds;
-  total.chunks += part.chunks;
-  if (total.device.empty()) total.device = part.device;
-}
 
 }  // namespace
 
@@ -91,10 +72,11 @@ SharedNumericResult shared_numeric(kernels::Backend& backend, const kernels::Ope
                          RecordSink& to) {
       kernels::NumericOptions mine = options;
       mine.next_tiles = [&claims](std::int64_t& begin, std::int64_t& end) { return claims.next(begin, end); };
-      add_report(result.report, backend.numeric(rows, b, tiles, to, mine));
+      result.report.add(backend.numeric(rows, b, tiles, to, mine));
     };
-    ShiftedSink below_sink(sink, -below_tiles);
-    ShiftedSink above_sink(sink, own_tiles);
+    // A neighbour's tiles go to the writer numbered from this panel's first tile.
+    PlacingSink below_sink(sink, -below_tiles);
+    PlacingSink above_sink(sink, own_tiles);
     const auto help = [&] {
       if (plan.above.a) run(*plan.above.a, *plan.above.pattern, above, above_sink);
       if (plan.below.a) run(*plan.below.a, *plan.below.pattern, below, below_sink);

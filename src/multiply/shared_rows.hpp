@@ -11,7 +11,7 @@
 #include "comm/communicator.hpp"
 #include "core/record_sink.hpp"
 #include "kernels/backend.hpp"
-#include "multiply/multiply.hpp"
+#include "multiply/options.hpp"
 #include "partition/row_sharing.hpp"
 
 namespace blockmm::multiply {

@@ -1,6 +1,5 @@
 #include "multiply/whole_inputs.hpp"
 
-#include <map>
 #include <string>
 
 #include "core/error.hpp"
@@ -10,11 +9,7 @@
 namespace blockmm::multiply {
 namespace {
 
-double read_upload_seconds(const kernels::Backend& backend) {
-  const std::map<std::string, double> steps = backend.step_seconds();
-  const auto it = steps.find("build: read + upload");
-  return it == steps.end() ? 0.0 : it->second;
-}
+double read_upload_seconds(const kernels::Backend& backend) { return backend.steps().build_read_upload.seconds; }
 
 // The bounds as bytes, for comparing them with rank 0's.
 std::string bounds_bytes(const std::vector<std::int32_t>& bounds) {

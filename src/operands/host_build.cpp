@@ -124,15 +124,15 @@ void sort_row_by_column(std::uint64_t* keys, std::int64_t n, int column_bits, st
   if (from != keys) std::memcpy(keys, from, static_cast<std::size_t>(n) * sizeof *keys);
 }
 
-BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
-                               OperandRole role, const DuplicateMessage& duplicate_message) {
-  const std::int32_t m = records.shape.m;
+namespace {
+
+// build_block_matrix's steps 1 and 2: compact sort keys (column, zero flag, record), bucketed
+// by row, and where each row's start.
+std::vector<std::int64_t> keys_by_row(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
+                                      LargeVector<std::uint64_t>& keys) {
   const std::int64_t mm = records.shape.block_values();
   const std::int32_t rows = row_end - row_begin;
   const std::int64_t count = records.size();
-  if (count > std::int64_t{INT32_MAX})
-    throw Error(ExitCode::resource, "more than 2^31 - 1 blocks on one rank; use more ranks");
-
   // 1. Row histogram per part over static record ranges (records are read in order, once).
   const int parts = histogram_parts(rows, count);
   std::vector<std::int64_t> offset(static_cast<std::size_t>(parts) * rows, 0);
@@ -155,7 +155,7 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   const std::vector<std::int64_t> start = part_offsets(offset, rows, parts);
 
   // 2. Scatter compact sort keys into row buckets; the zero test reads each record in order.
-  LargeVector<std::uint64_t> keys(static_cast<std::size_t>(count));
+  keys.resize(static_cast<std::size_t>(count));
 #pragma omp parallel for schedule(static, 1)
   for (int t = 0; t < parts; ++t) {
     std::int64_t* next = offset.data() + static_cast<std::size_t>(t) * rows;
@@ -166,8 +166,25 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
       keys[next[record_row(rec) - row_begin]++] = key;
     }
   }
-  std::vector<std::int64_t>().swap(offset);
   // (keys are written in parallel above; LargeVector leaves them uninitialised until then)
+  return start;
+
+}
+
+}  // namespace
+
+BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
+                               OperandRole role, const DuplicateMessage& duplicate_message) {
+  const std::int32_t m = records.shape.m;
+  const std::int64_t mm = records.shape.block_values();
+  const std::int32_t rows = row_end - row_begin;
+  const std::int64_t count = records.size();
+  if (count > std::int64_t{INT32_MAX})
+    throw Error(ExitCode::resource, "more than 2^31 - 1 blocks on one rank; use more ranks");
+
+  // 1, 2. Each row's sort keys, in row buckets.
+  LargeVector<std::uint64_t> keys;
+  const std::vector<std::int64_t> start = keys_by_row(records, row_begin, row_end, keys);
 
   // 3. Sort each row's keys (contiguous, cache-resident), find duplicates, count kept blocks.
   BlockMatrix matrix;

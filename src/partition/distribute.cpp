@@ -53,7 +53,7 @@ InputRecords row_slice(const GroupedRecords& grouped, std::int32_t row_begin, st
 // (for the work estimate), then takes its A rows and the B rows it needs from the files itself,
 // in one scan of each. Nothing but per-row counts crosses between ranks.
 Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                                    Distribution d, RowSharing sharing, bool may_share_b) {
+                                    Distribution d, RowSharing sharing, bool may_share_b, bool b_in_file) {
   const std::int32_t p = a_file.header().shape().block_rows();
   d.method = DistributionMethod::rows_scanned;
   Lap lap;
@@ -106,14 +106,13 @@ Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file
   // the others never hold a copy they would drop for the shared one.
   bool all_of_b = true;
   for (std::int32_t row = 0; row < p && all_of_b; ++row) all_of_b = b_counts[row] == 0 || needed[row] != 0;
-  comm.run_phase([&] { d.b_shared_on_node = whole_node_agrees(may_share_b && all_of_b, comm); });
-  const bool reads_b = !d.b_shared_on_node || comm.rank() == comm.node_leader();
+  comm.run_phase([&] { d.b_shared_on_node = whole_node_agrees(may_share_b && all_of_b && !b_in_file, comm); });
+  const bool reads_b = (!d.b_shared_on_node || comm.rank() == comm.node_leader()) && !b_in_file;
   const std::int32_t lo = d.bounds[comm.rank()], hi = d.bounds[comm.rank() + 1];
+  std::vector<char> wanted(needed);  // its own rows too: their duplicates are its to find
+  std::fill(wanted.begin() + lo, wanted.begin() + hi, 1);
   comm.run_phase([&] {
-    if (!reads_b) return;
-    std::vector<char> wanted(needed);
-    std::fill(wanted.begin() + lo, wanted.begin() + hi, 1);
-    b_rows = gather_rows(b_file, wanted, b_counts);
+    if (reads_b) b_rows = gather_rows(b_file, wanted, b_counts);
   });
   d.exchange_seconds = lap();
   d.a_spec.row_begin = lo;
@@ -131,6 +130,12 @@ Distribution distribute_within_node(io::InputFile& a_file, io::InputFile& b_file
   d.a = std::make_unique<MemoryRecordSource>(std::move(a_rows.records));
   b_rows.records.shape = b_file.header().shape();  // (also where this rank read none)
   d.b = std::make_unique<MemoryRecordSource>(std::move(b_rows.records));
+  if (b_in_file) {
+    d.b_in_file = true;
+    d.b = std::make_unique<io::FileRecordSource>(b_file, io::RecordRange{0, b_file.header().k});
+    for (std::int32_t row = 0; row < p; ++row) d.b_records += wanted[row] != 0 ? b_counts[row] : 0;
+    d.b_rows = std::move(wanted);
+  }
   return d;
 }
 
@@ -155,7 +160,7 @@ DuplicateMessage duplicate_message(const io::InputFile& file) {
 }
 
 Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                        RowSharing sharing, bool may_share_b) {
+                        RowSharing sharing, bool may_share_b, bool b_in_file) {
   const MatrixShape shape = a_file.header().shape();
   const std::int32_t p = shape.block_rows();
   Distribution d;
@@ -165,11 +170,13 @@ Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm
     d.bounds = {0, p};
     d.a = std::make_unique<io::FileRecordSource>(a_file, io::RecordRange{0, a_file.header().k});
     d.b = std::make_unique<io::FileRecordSource>(b_file, io::RecordRange{0, b_file.header().k});
+    d.b_in_file = b_in_file;
+    d.b_records = b_file.header().k;
     return d;
   }
 
   if (comm.nodes() == 1 && a_file.readable_by_every_rank() && b_file.readable_by_every_rank())
-    return distribute_within_node(a_file, b_file, comm, std::move(d), sharing, may_share_b);
+    return distribute_within_node(a_file, b_file, comm, std::move(d), sharing, may_share_b, b_in_file);
 
   // Across nodes: each rank reads its share of both files, the records travel to the owner of
   // their block-row as bytes, and each rank fetches the B rows its panel needs from their owners.

@@ -50,6 +50,13 @@ struct Distribution {
   // is the same. Then only the node's first rank holds `b` (all of B, whose duplicates it finds)
   // where the ranks scan the files; the others hold none and read none of B.
   bool b_shared_on_node = false;
+  // Where B is left in its file (distribute's `b_in_file`, honoured where the ranks take their
+  // rows from the files): `b` reads the whole file, of which this rank's records are those of the
+  // rows flagged here (empty: every row), `b_records` of them. Their duplicates are found where
+  // they are built.
+  bool b_in_file = false;
+  std::vector<char> b_rows;
+  std::int64_t b_records = 0;
   ExchangeCounters exchanged;
   // Seconds spent here, by phase (all zero on one rank: the backend's build reads).
   double read_seconds = 0;      // this rank's share (its keys, on one node)
@@ -66,7 +73,8 @@ DuplicateMessage duplicate_message(const io::InputFile& file);
 // shared with the neighbours (row_sharing.hpp: about a fraction of a rank's work at each end of
 // its panel, where there is enough work); they are shared only where every rank is on one node.
 // `may_share_b`: this rank may read B from one copy its node shares (Distribution::b_shared_on_node).
+// `b_in_file`: leave B in its file where the ranks read the files themselves (the same on every rank).
 Distribution distribute(io::InputFile& a_file, io::InputFile& b_file, const comm::Communicator& comm,
-                        RowSharing sharing = {}, bool may_share_b = false);
+                        RowSharing sharing = {}, bool may_share_b = false, bool b_in_file = false);
 
 }  // namespace blockmm::partition

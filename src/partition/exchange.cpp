@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -44,6 +45,60 @@ InputRecords exchange_records(MatrixShape shape, const LargeVector<std::byte>& s
   out.bytes = comm.exchange(send.data(), send_bytes, recv_bytes);
   count(comm, send_bytes, recv_bytes, Payload::records, counters);
   return out;
+}
+
+// gather_rows' second step: each bin of rows (bin b holds rows [bin_rows[b], bin_rows[b + 1]))
+// in (row, column) order, through a copy of it: its keys counted into rows, each row's sorted by
+// column (a few KiB each), then the records copied back in that order. The operand build then
+// finds its rows sorted and reads them in order.
+void sort_bins(GroupedRecords& out, const std::vector<std::int32_t>& bin_rows) {
+  const std::int64_t stride = out.records.stride();
+  std::byte* const dest = out.records.bytes.data();
+  const auto bins = static_cast<std::int32_t>(bin_rows.size()) - 1;
+  ParallelFailure failure;
+  int column_bits = 0;
+  while (column_bits < 31 && (std::int64_t{1} << column_bits) < out.records.shape.block_rows()) ++column_bits;
+#pragma omp parallel num_threads(bins > 1 ? omp_get_max_threads() : 1)
+  {
+    LargeVector<std::byte> copy;
+    std::vector<std::uint64_t> keys, scratch;  // (column, place in the copy)
+    std::vector<std::int64_t> at;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int32_t b = 0; b < bins; ++b) {
+      if (failure.failed()) continue;
+      failure.run([&] {
+        const std::int32_t r0 = bin_rows[b], r1 = bin_rows[b + 1];
+        const std::int64_t b0 = out.row_start[r0], n = out.row_start[r1] - b0;
+        if (n == 0) return;
+        if (n > std::int64_t{UINT32_MAX})  // a key keeps a record's place in 32 bits
+          throw Error(ExitCode::resource, "more than 2^31 - 1 blocks on one rank; use more ranks");
+        copy.resize(static_cast<std::size_t>(n * stride));
+        std::memcpy(copy.data(), dest + b0 * stride, copy.size());
+        keys.resize(static_cast<std::size_t>(n));
+        at.resize(static_cast<std::size_t>(r1 - r0));
+        for (std::int32_t i = r0; i < r1; ++i) at[i - r0] = out.row_start[i] - b0;
+        for (std::int64_t q = 0; q < n; ++q) {
+          const std::byte* record = copy.data() + q * stride;
+          keys[at[record_row(record) - r0]++] =
+              (static_cast<std::uint64_t>(record_col(record)) << 32) | static_cast<std::uint64_t>(q);
+        }
+        for (std::int32_t i = r0; i < r1; ++i) {
+          std::uint64_t* row = keys.data() + (out.row_start[i] - b0);
+          const std::int64_t length = out.row_start[i + 1] - out.row_start[i];
+          if (std::is_sorted(row, row + length)) continue;
+          if (scratch.size() < static_cast<std::size_t>(length)) scratch.resize(static_cast<std::size_t>(length));
+          operands::sort_row_by_column(row, length, column_bits, scratch.data());
+        }
+        constexpr std::int64_t kAhead = 8;  // records read at random from the copy: prefetched
+        for (std::int64_t e = 0; e < n; ++e) {
+          if (e + kAhead < n) __builtin_prefetch(copy.data() + static_cast<std::int64_t>(keys[e + kAhead] & 0xffffffffu) * stride);
+          std::memcpy(dest + (b0 + e) * stride, copy.data() + static_cast<std::int64_t>(keys[e] & 0xffffffffu) * stride,
+                      static_cast<std::size_t>(stride));
+        }
+      });
+    }
+  }
+  failure.rethrow_if_failed();
 }
 
 }  // namespace
@@ -242,52 +297,7 @@ GroupedRecords gather_rows(io::InputFile& file, const std::vector<char>& wanted,
     complete = next[b].load(std::memory_order_relaxed) == out.row_start[bin_rows[b + 1]];
   if (!complete) throw InputError(file.path() + ": the file changed while it was read (its blocks per block-row differ)");
 
-  // Step 2: each bin in (row, column) order, through a copy of it: its keys counted into rows,
-  // each row's sorted by column (a few KiB each), then the records copied back in that order.
-  // The operand build then finds its rows sorted and reads them in order.
-  int column_bits = 0;
-  while (column_bits < 31 && (std::int64_t{1} << column_bits) < shape.block_rows()) ++column_bits;
-#pragma omp parallel num_threads(bins > 1 ? omp_get_max_threads() : 1)
-  {
-    LargeVector<std::byte> copy;
-    std::vector<std::uint64_t> keys, scratch;  // (column, place in the copy)
-    std::vector<std::int64_t> at;
-#pragma omp for schedule(dynamic, 1)
-    for (std::int32_t b = 0; b < bins; ++b) {
-      if (failure.failed()) continue;
-      failure.run([&] {
-        const std::int32_t r0 = bin_rows[b], r1 = bin_rows[b + 1];
-        const std::int64_t b0 = out.row_start[r0], n = out.row_start[r1] - b0;
-        if (n == 0) return;
-        if (n > std::int64_t{UINT32_MAX})  // a key keeps a record's place in 32 bits
-          throw Error(ExitCode::resource, "more than 2^31 - 1 blocks on one rank; use more ranks");
-        copy.resize(static_cast<std::size_t>(n * stride));
-        std::memcpy(copy.data(), dest + b0 * stride, copy.size());
-        keys.resize(static_cast<std::size_t>(n));
-        at.resize(static_cast<std::size_t>(r1 - r0));
-        for (std::int32_t i = r0; i < r1; ++i) at[i - r0] = out.row_start[i] - b0;
-        for (std::int64_t q = 0; q < n; ++q) {
-          const std::byte* record = copy.data() + q * stride;
-          keys[at[record_row(record) - r0]++] =
-              (static_cast<std::uint64_t>(record_col(record)) << 32) | static_cast<std::uint64_t>(q);
-        }
-        for (std::int32_t i = r0; i < r1; ++i) {
-          std::uint64_t* row = keys.data() + (out.row_start[i] - b0);
-          const std::int64_t length = out.row_start[i + 1] - out.row_start[i];
-          if (std::is_sorted(row, row + length)) continue;
-          if (scratch.size() < static_cast<std::size_t>(length)) scratch.resize(static_cast<std::size_t>(length));
-          operands::sort_row_by_column(row, length, column_bits, scratch.data());
-        }
-        constexpr std::int64_t kAhead = 8;  // records read at random from the copy: prefetched
-        for (std::int64_t e = 0; e < n; ++e) {
-          if (e + kAhead < n) __builtin_prefetch(copy.data() + static_cast<std::int64_t>(keys[e + kAhead] & 0xffffffffu) * stride);
-          std::memcpy(dest + (b0 + e) * stride, copy.data() + static_cast<std::int64_t>(keys[e] & 0xffffffffu) * stride,
-                      static_cast<std::size_t>(stride));
-        }
-      });
-    }
-  }
-  failure.rethrow_if_failed();
+  sort_bins(out, bin_rows);
   return out;
 }
 
@@ -341,6 +351,32 @@ std::vector<char> referenced_columns(const InputRecords& records, std::int32_t b
   std::vector<char> out(static_cast<std::size_t>(block_rows));
   for (std::int32_t j = 0; j < block_rows; ++j) out[j] = flag[j].load(std::memory_order_relaxed);
   return out;
+}
+
+std::int64_t first_duplicate_block(const InputRecords& records, const comm::Communicator& comm) {
+  const int ranks = comm.size();
+  std::vector<std::vector<std::uint64_t>> by_rank(static_cast<std::size_t>(ranks));
+  for (std::int64_t q = 0; q < records.size(); ++q) {
+    const std::uint64_t key = static_cast<std::uint64_t>(record_row(records.record(q))) << 32 |
+                              static_cast<std::uint32_t>(record_col(records.record(q)));
+    by_rank[key % static_cast<std::uint64_t>(ranks)].push_back(key);
+  }
+  std::vector<std::uint64_t> send;
+  std::vector<std::int64_t> send_bytes(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    send.insert(send.end(), by_rank[r].begin(), by_rank[r].end());
+    send_bytes[r] = static_cast<std::int64_t>(by_rank[r].size() * sizeof(std::uint64_t));
+  }
+  std::vector<std::int64_t> recv_bytes;
+  const LargeVector<std::byte> received = comm.exchange(reinterpret_cast<const std::byte*>(send.data()), send_bytes, recv_bytes);
+  std::vector<std::uint64_t> keys(received.size() / sizeof(std::uint64_t));
+  if (!keys.empty()) std::memcpy(keys.data(), received.data(), keys.size() * sizeof(std::uint64_t));
+  std::sort(keys.begin(), keys.end());
+  std::int64_t local = INT64_MAX;
+  for (std::size_t e = 1; e < keys.size() && local == INT64_MAX; ++e)
+    if (keys[e] == keys[e - 1]) local = static_cast<std::int64_t>(keys[e]);
+  const std::int64_t global = -comm.max(-local);
+  return global == INT64_MAX ? -1 : global;
 }
 
 }  // namespace blockmm::partition

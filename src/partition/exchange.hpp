@@ -67,6 +67,11 @@ void check_duplicates(const GroupedRecords& grouped, std::int32_t row_begin, std
 // `grouped` without the rows not flagged in `keep`.
 GroupedRecords keep_rows(GroupedRecords grouped, const std::vector<char>& keep);
 
+// The smallest block (i, j), as i * 2^32 + j, that the records of all ranks hold twice, or -1.
+// Collective. Each key goes to the rank the key picks, which sorts what it receives: memory in
+// proportion to the records, never to n.
+std::int64_t first_duplicate_block(const InputRecords& records, const comm::Communicator& comm);
+
 // A flag per block-row: the block-columns that `records` reference.
 std::vector<char> referenced_columns(const InputRecords& records, std::int32_t block_rows);
 

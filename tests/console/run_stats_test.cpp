@@ -65,7 +65,7 @@ RunStats stats_with_names(const std::string& name) {
   s.rank_work = {0};
   s.rank_rows = {0};
   s.rank_bytes_exchanged = {0};
-  s.backend_steps[name + "step"] = 1.5;
+  s.backend_steps.predicted_dense.add(1.5);
   return s;
 }
 
@@ -95,7 +95,8 @@ TEST(RunStats, NamesThatAreNotUtf8AreCarriedByTheJson) {
     EXPECT_EQ(j.at("host").get<std::string>(), shown + "host");
     EXPECT_EQ(j.at("start_settings").at(0).get<std::string>(), "CUDA_VISIBLE_DEVICES=" + shown);
     EXPECT_EQ(j.at("gpus").at(0).get<std::string>(), "GPU 0 [CUDA_VISIBLE_DEVICES=" + shown + "]");
-    EXPECT_EQ(j.at("backend_seconds").at(shown + "step").get<double>(), 1.5);
+    EXPECT_EQ(j.at("backend_seconds").at("numeric: predicted dense path").get<double>(), 1.5);
+    EXPECT_EQ(j.at("backend_seconds").size(), 1u);  // the steps measured, no others
   }
 }
 

@@ -1,8 +1,10 @@
 // multiply::multiply on one rank, in process: inputs written as COL380 files and read by the
 // real readers, a team of 1 to 3 host backends (rows split, or B in block-column panels as a
-// GPU team splits a B too large for one device), the real binary writer; each product read back
+// GPU team splits a B too large for one device, or as a host memory too small for B reads it
+// from its file panel by panel), compact labels, the real binary writer; each product read back
 // and compared with the harness's oracle (support/harness.hpp: no code shared with src/kernels
-// or src/partition), and the report's counts with the files'.
+// or src/partition), and the report's counts with the files'. plan_test.cpp has the plan's
+// combinations; tests/e2e/mpi those of several ranks.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include "io/product_writer.hpp"
 #include "kernels/backend.hpp"
 #include "multiply/multiply.hpp"
+#include "operands/host_build.hpp"
 #include "support/harness.hpp"
 #include "support/random_blocks.hpp"
 
@@ -28,6 +31,8 @@ struct Layout {
   int b_panels = 0;  // 0: as memory requires (host backends: B whole)
   bool reference = false;
   std::string team_layout;  // the beginning of what the report names
+  double b_room = 0;        // > 0: the host memory leaves this fraction of B's build room (B from its file)
+  partition::RelabelMode relabel = partition::RelabelMode::automatic;
 };
 
 const std::vector<Layout>& layouts() {
@@ -36,7 +41,11 @@ const std::vector<Layout>& layouts() {
       {"the reference backend", 1, 0, true, "one backend"},
       {"two backends, rows split", 2, 0, false, "rows split over 2 cpu"},
       {"three backends, B in three panels", 3, 3, false, "B split by block-columns into 3 panels over 3 cpu"},
-      {"one backend, B in four panels", 1, 4, false, "B split by block-columns into 4 panels over 1 cpu"}};
+      {"one backend, B in four panels", 1, 4, false, "B split by block-columns into 4 panels over 1 cpu"},
+      {"one backend, B a third of the host memory", 1, 0, false, "B split by block-columns into", 0.34},
+      {"two backends, B past the host memory", 2, 0, false, "B split by block-columns into", 0.9},
+      {"three backends, B in five panels from its file", 3, 5, false, "B split by block-columns into 5 panels over 3 cpu", 0.1},
+      {"compact labels, B from its file", 1, 0, true, "B split by block-columns into", 0.5, partition::RelabelMode::on}};
   return all;
 }
 
@@ -55,6 +64,13 @@ class Multiply : public ::testing::Test {
     multiply::Options options;
     options.chunk_bytes = chunk_bytes;
     options.b_panels = layout.b_panels;
+    options.relabel = layout.relabel;
+    if (layout.b_room > 0) {  // A, two chunks and a fraction of B (as this build of B takes it) a backend
+      const std::int32_t p = a.shape.block_rows();
+      options.host_memory = operands::build_bytes(a.shape, a.size(), p) + 2 * chunk_bytes +
+                            static_cast<std::int64_t>(layout.b_room * layout.backends * operands::build_bytes(b.shape, b.size(), p)) + 1;
+      options.host_memory_asked = true;
+    }
     const multiply::TeamFactory team = [&](const kernels::WorkEstimate&) {
       multiply::Team backends;
       for (int w = 0; w < layout.backends; ++w)

@@ -13,7 +13,6 @@
 #include <atomic>
 #include <chrono>
 #include <future>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -99,7 +98,7 @@ class CudaBackend final : public Backend {
     ledger_.baseline(static_cast<std::int64_t>(free_bytes));
     if (choices_.probe_memory) ledger_.probe_every_allocation();
     staging_.adopt(std::move(prepared.staging));
-    for (const auto& [step, seconds] : prepared.steps) steps_[step] += seconds;
+    steps_ = prepared.steps;
     cudaDeviceProp prop{};
     BLOCKMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
     device_name_ = std::string("GPU ") + std::to_string(device_) + " (" + prop.name +
@@ -131,13 +130,13 @@ class CudaBackend final : public Backend {
   }
   void begin_product() override {
     counters_ = {};
-    steps_.clear();
+    steps_ = {};
     in_host_memory_ = false;
     observe();
     ledger_.restart_peaks();
   }
 
-  std::map<std::string, double> step_seconds() const override { return steps_; }
+  BackendSteps steps() const override { return steps_; }
 
   // On the device when its peak fits the memory left (or when asked), else the host build
   // uploaded, or kept in host memory where the spec asks: the same operand every way.
@@ -153,9 +152,9 @@ class CudaBackend final : public Backend {
       context.device = device_;
       context.threads = threads_;
       context.staging = &staging_;
-      context.read_upload_seconds = &steps_["build: read + upload"];
-      context.pin_seconds = &steps_["build: pin staging slots"];
-      context.device_seconds = &steps_["build: on the device"];
+      context.read_upload_seconds = &steps_.build_read_upload;
+      context.pin_seconds = &steps_.build_pin_staging;
+      context.device_seconds = &steps_.build_on_device;
       operand = cuda::build_on_device(records, spec, context, stream.get());
     } else {
       const InputRecords all = records.take();
@@ -265,7 +264,7 @@ class CudaBackend final : public Backend {
     // Copy-back through the staging slots (pinned for the build; pinned here if it ran on the host).
     const auto pin_start = std::chrono::steady_clock::now();
     staging_.reserve(cuda::StagingBuffers::kCopyBackSlots);
-    steps_["numeric: pin copy-back slots"] += seconds_since(pin_start);
+    steps_.numeric_pin_copy_back.add(seconds_since(pin_start));
     ChunkPipeline pipeline(staging_, cuda::StagingBuffers::kCopyBackSlots);
     unsigned int* zero_tiles = pipeline.keep(DeviceArray<unsigned int>(1));
     BLOCKMM_CUDA_CHECK(cudaMemsetAsync(zero_tiles, 0, sizeof(unsigned int), pipeline.compute()));
@@ -310,8 +309,8 @@ class CudaBackend final : public Backend {
     const cuda::DenseEncoding encoding = cuda::dense_encoding(a.shape.n, problem.largest_value, choices_);
     path.dense_products = encoding == cuda::DenseEncoding::float64 ? 0 : cuda::products_of(encoding);
     const cuda::PathChoice choice = cuda::choose_path(path, kernel, choices_);
-    steps_["numeric: predicted sparse path"] += choice.predicted.sparse_seconds;
-    steps_["numeric: predicted dense path"] += choice.predicted.dense_seconds;
+    steps_.predicted_sparse.add(choice.predicted.sparse_seconds);
+    steps_.predicted_dense.add(choice.predicted.dense_seconds);
     // A dense path that was only predicted faster gives way to the sparse one where the room
     // cannot hold its smallest tiles.
     std::optional<cuda::DensePlan> dense_plan;
@@ -327,7 +326,7 @@ class CudaBackend final : public Backend {
     }
     if (dense_plan) {
       const cuda::DensePlan& plan = *dense_plan;
-      steps_["numeric: to the dense plan"] += seconds_since(numeric_start);
+      steps_.numeric_to_dense_plan.add(seconds_since(numeric_start));
       report.device += std::string(", ") + cuda::describe(encoding);
       if (plan.k_pieces > 1) report.device += ", K in " + std::to_string(plan.k_pieces) + " pieces";
       report.device += " (" + cuda::describe(choice.predicted) + ")";
@@ -339,9 +338,9 @@ class CudaBackend final : public Backend {
       cuda::numeric_sparse(pattern, plan, params, sink, options, pipeline, report);
     }
 
-    steps_["numeric: issue the first chunk (host)"] += pipeline.timeline().first_issue;
-    steps_["numeric: drain the last chunk (host)"] += pipeline.timeline().last_drain;
-    steps_["numeric: first kernel to last copy (device)"] += pipeline.timeline().device_span;
+    steps_.numeric_first_issue.add(pipeline.timeline().first_issue);
+    steps_.numeric_last_drain.add(pipeline.timeline().last_drain);
+    steps_.numeric_device_span.add(pipeline.timeline().device_span);
     unsigned int zero_count = 0;
     BLOCKMM_CUDA_CHECK(cudaMemcpyAsync(&zero_count, zero_tiles, sizeof zero_count, cudaMemcpyDeviceToHost, pipeline.compute()));
     BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(pipeline.compute()));
@@ -376,7 +375,7 @@ class CudaBackend final : public Backend {
   cuda::LedgerAttachment attachment_;
   std::string device_name_;
   cuda::StagingBuffers staging_;
-  std::map<std::string, double> steps_;
+  BackendSteps steps_;
   bool built_on_device_ = true;
   bool in_host_memory_ = false;  // an operand of its product is read from host memory
   BackendCounters counters_;

@@ -2,9 +2,9 @@
 // with what it prepared on that GPU.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <string>
+
+#include "core/backend_steps.hpp"
 
 #include "kernels/cuda/staging_memory.cuh"
 #include "kernels/cuda_start.hpp"
@@ -15,7 +15,7 @@ namespace blockmm::kernels::cuda {
 // pins its own) and where that time went (the backend's steps, for --stats).
 struct PreparedDevice {
   std::unique_ptr<RegisteredBuffer> staging;
-  std::map<std::string, double> steps;
+  BackendSteps steps;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaConfig& config, PreparedDevice prepared);

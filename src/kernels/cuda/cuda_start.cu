@@ -49,15 +49,15 @@ cuda::PreparedDevice prepare_device(int device, std::int64_t input_bytes, int th
     (void)cudaGetLastError();
     return prepared;  // (the future's destructor waits for the memory, which goes with it)
   }
-  prepared.steps["setup: context (warm-up)"] = clock.seconds();
+  prepared.steps.setup_context.add(clock.seconds());
   try {
     const Stopwatch wait;
     cuda::HugePageMemory populated = memory.get();
-    prepared.steps["setup: wait for the staging memory"] = wait.seconds();
-    prepared.steps["setup: staging memory populated (beside the context)"] = populate_seconds;
+    prepared.steps.setup_wait_for_staging.add(wait.seconds());
+    prepared.steps.setup_staging_populated.add(populate_seconds);
     const Stopwatch registering;
     prepared.staging = std::make_unique<cuda::RegisteredBuffer>(std::move(populated));
-    prepared.steps["setup: staging registered"] = registering.seconds();
+    prepared.steps.setup_staging_registered.add(registering.seconds());
     if (prepared.staging->get() == nullptr) prepared.staging.reset();  // not registered: the backend pins its own
   } catch (...) {  // no memory: the backend pins its own, or says what is wrong
   }
@@ -179,11 +179,11 @@ std::unique_ptr<Backend> CudaStart::make_backend(const CudaConfig& config) {
     const Stopwatch wait;
     const std::shared_ptr<cuda::PreparedDevice> ready = pending.get();
     const std::lock_guard<std::mutex> hold(state_->lock);
-    if (!ready->steps.empty()) {  // the first backend on this GPU takes what was prepared
+    if (ready->steps.setup_context.measured) {  // the first backend on this GPU takes what was prepared
       prepared = std::move(*ready);
-      ready->steps.clear();
-      prepared.steps["setup: wait for the context"] = wait.seconds();
-      if (peers.valid()) prepared.steps["setup: peer access"] = peers.get();
+      ready->steps = {};
+      prepared.steps.setup_wait_for_context.add(wait.seconds());
+      if (peers.valid()) prepared.steps.setup_peer_access.add(peers.get());
     }
   }
   return cuda::make_cuda_backend(config, std::move(prepared));

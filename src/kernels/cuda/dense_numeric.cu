@@ -39,7 +39,7 @@ std::uint32_t operands_largest_value(const DeviceOperand& a, const DeviceOperand
 // chunk of the row tile then gathers its records from them.
 void numeric_dense(const DeviceOperand& a, const DeviceOperand& b, const DevicePattern& pattern, const DensePlan& plan,
                    const TileParams& params, CublasSession& cublas, RecordSink& sink, const NumericOptions& options,
-                   ChunkPipeline& pipeline, NumericReport& report, std::map<std::string, double>& steps) {
+                   ChunkPipeline& pipeline, NumericReport& report, BackendSteps& steps) {
   const cudaStream_t compute = pipeline.compute();
   const int m = a.shape.m;
   const std::int64_t n = a.shape.n;
@@ -102,9 +102,9 @@ void numeric_dense(const DeviceOperand& a, const DeviceOperand& b, const DeviceP
   const WorkUnit* d_units = pipeline.keep(upload(units.data(), static_cast<std::int64_t>(units.size()), compute));
   const std::int32_t* d_cols = pattern.d_col.get();
   const auto load_start = std::chrono::steady_clock::now();
-  steps["numeric: dense buffers and units"] += std::chrono::duration<double>(load_start - setup_start).count();
+  steps.numeric_dense_buffers.add(std::chrono::duration<double>(load_start - setup_start).count());
   CublasHandle& blas = cublas.attach(pipeline);
-  steps["numeric: load cuBLAS (wait)"] += seconds_since(load_start);
+  steps.numeric_load_cublas.add(seconds_since(load_start));
   bool b_expanded = false;
 
   // The encoding of value 0 for the n real entries of `vectors` plane vectors (-128 in the

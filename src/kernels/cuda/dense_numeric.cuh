@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <map>
 #include <string>
 
 #include "core/record_sink.hpp"
@@ -27,6 +26,6 @@ std::uint32_t operands_largest_value(const DeviceOperand& a, const DeviceOperand
 // the path's setup and its wait for cuBLAS (--stats).
 void numeric_dense(const DeviceOperand& a, const DeviceOperand& b, const DevicePattern& pattern, const DensePlan& plan,
                    const TileParams& params, CublasSession& cublas, RecordSink& sink, const NumericOptions& options,
-                   ChunkPipeline& pipeline, NumericReport& report, std::map<std::string, double>& steps);
+                   ChunkPipeline& pipeline, NumericReport& report, BackendSteps& steps);
 
 }  // namespace blockmm::kernels::cuda

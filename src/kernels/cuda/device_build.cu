@@ -57,7 +57,7 @@ void upload_records(RecordSource& records, std::byte* dest, const BuildContext& 
   const auto pin_start = std::chrono::steady_clock::now();
   context.staging->reserve(workers);
   if (context.pin_seconds != nullptr)
-    *context.pin_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - pin_start).count();
+    context.pin_seconds->add(std::chrono::duration<double>(std::chrono::steady_clock::now() - pin_start).count());
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr failure;
@@ -145,7 +145,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
   upload_records(records, d_records.get(), context);
   const auto uploaded = std::chrono::steady_clock::now();
   if (context.read_upload_seconds != nullptr)
-    *context.read_upload_seconds += std::chrono::duration<double>(uploaded - start).count();
+    context.read_upload_seconds->add(std::chrono::duration<double>(uploaded - start).count());
 
   // 2. Sort keys (row, column) with the record index; all-zero flags; rows checked.
   const int col_bits = bits_for(p);
@@ -260,7 +260,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
   }
   BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (context.device_seconds != nullptr)
-    *context.device_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - uploaded).count();
+    context.device_seconds->add(std::chrono::duration<double>(std::chrono::steady_clock::now() - uploaded).count());
   return operand;
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/backend_steps.hpp"
 #include "core/record_source.hpp"
 #include "kernels/cuda/device_memory.cuh"
 #include "kernels/cuda/device_operands.cuh"
@@ -24,9 +25,9 @@ struct BuildContext {
   StagingBuffers* staging = nullptr;
   // Where the build's time went, added to: reading + uploading (pinning staging slots, part of
   // it, also on its own), and the device work after it.
-  double* read_upload_seconds = nullptr;
-  double* pin_seconds = nullptr;
-  double* device_seconds = nullptr;
+  StepSeconds* read_upload_seconds = nullptr;
+  StepSeconds* pin_seconds = nullptr;
+  StepSeconds* device_seconds = nullptr;
 };
 
 // Throws InputError (spec.duplicate_message) on a duplicate block.

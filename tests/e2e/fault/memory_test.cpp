@@ -14,11 +14,14 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "support/harness.hpp"
 #include "support/sanitizers.hpp"
@@ -251,6 +254,54 @@ TEST_F(FaultMemory, FewRecordsWithHugeNCostMemoryByRecordsNotByN) {
       std::remove(out.c_str());
     }
   }
+}
+
+// A B three times --host-memory (issue 51) is read from its file in block-column panels: the
+// product is the unlimited run's, byte for byte, and the process's peak RSS stays within the
+// budget plus A's rows and an output chunk, beside what every run costs; the unlimited run, which
+// holds all of B, exceeds that bound, so the bound tells the two apart. Output through pwrite
+// (a shared map of a tmpfs output would count in the RSS). The test holds no file in memory:
+// posix_spawn shares its memory with the child until the exec, whose peak the child inherits.
+TEST_F(FaultMemory, BThreeTimesTheHostMemoryIsReadFromItsFileWithinTheBudget) {
+#ifdef BLOCKMM_TEST_ASAN
+  GTEST_SKIP() << "ASan's shadow memory and quarantine count in the RSS";
+#endif
+  const long baseline = tiny_run_rss_kb(dir);
+  const std::string a = dir / "A.bin", b = dir / "B.bin", out = dir.subdir("out") + "/C.bin", whole = dir / "C_whole.bin";
+  // n = 16 384, m = 8: B 720 000 blocks (98 MB); A 512 blocks (a thin product of 46 MB).
+  for (const auto& [path, k, seed] : {std::tuple<std::string, const char*, const char*>{a, "512", "5"}, {b, "720000", "6"}}) {
+    const RunResult gen = run_process({tool("blockmm-gen"), path, "--n", "16384", "--m", "8", "--k", k, "--seed", seed, "-q"});
+    ASSERT_EQ(gen.exit_code, 0) << gen.describe();
+  }
+  const auto a_bytes = static_cast<std::int64_t>(std::filesystem::file_size(a));
+  const auto b_bytes = static_cast<std::int64_t>(std::filesystem::file_size(b));
+  const std::int64_t budget = b_bytes / 3, chunk = std::int64_t{2} << 20;
+  const auto run = [&](const std::vector<std::string>& extra, double& seconds) {
+    std::vector<std::string> argv = {"env", "BLOCKMM_IO=pwrite", blockmm_bin(), "-q", "--threads", "2", "--backend",
+                                     "cpu", "--chunk-size", "2M", "--stats-file", dir / "stats.json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.insert(argv.end(), {a, b, out});
+    const auto start = std::chrono::steady_clock::now();
+    const Limited result = run_measured(argv);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(result.run.exit_code, 0) << result.run.describe();
+    return result;
+  };
+  double unlimited_seconds = 0, limited_seconds = 0;
+  const Limited unlimited = run({}, unlimited_seconds);
+  std::filesystem::rename(out, whole);
+  const Limited limited = run({"--host-memory", std::to_string(budget)}, limited_seconds);
+  EXPECT_EQ(run_process({"cmp", "-s", whole, out}).exit_code, 0) << "the product differs from the unlimited run's";
+  std::ifstream stats(dir / "stats.json");
+  const std::string stats_text((std::istreambuf_iterator<char>(stats)), std::istreambuf_iterator<char>());
+  EXPECT_NE(stats_text.find("panels over 1 cpu backends, streamed, read from its file"), std::string::npos) << stats_text;
+  const long bound_kb = baseline + static_cast<long>((budget + a_bytes + chunk) >> 10);
+  EXPECT_LT(limited.max_rss_kb, bound_kb) << "tiny valid run: " << baseline << " KB";
+  EXPECT_GT(unlimited.max_rss_kb, bound_kb) << "the unlimited run fits the bound: the test tells nothing";
+  std::cout << "[ info ] B " << (b_bytes >> 20) << " MiB, --host-memory " << (budget >> 20) << " MiB: peak RSS "
+            << limited.max_rss_kb / 1024 << " MiB in " << limited_seconds << " s; unlimited " << unlimited.max_rss_kb / 1024
+            << " MiB in " << unlimited_seconds << " s; bound " << bound_kb / 1024 << " MiB (tiny run " << baseline / 1024
+            << " MiB)\n";
 }
 
 // A duplicate block in a relabelled run is named by the file's indices and records.

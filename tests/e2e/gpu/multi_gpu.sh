@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A process driving several GPUs (multiply/team.hpp) gives the cpu backend's bytes: rows split
+# A process driving several GPUs (multiply/pipeline.hpp) gives the cpu backend's bytes: rows split
 # over 2 and all GPUs, B split into block-column panels (BLOCKMM_B_PANELS), B streamed in panels
 # on one GPU and on several because --mem-budget holds less than B (each GPU's budget kept, the
 # team's layout in the stats), HDF5 out, m from 1 to 64 with saturation and skew, and under

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -209,6 +210,97 @@ TEST_F(Mpi, TeamsOfBackendsGiveIdenticalFiles) {
     std::remove((out_dir + "/C.h5").c_str());
     std::remove((out_dir + "/C.bin").c_str());
   }
+}
+
+// Random layouts of the one rank pipeline (issue 51), each the plain run's bytes: 1 to 4 ranks,
+// nodes simulated or not, rows shared with the neighbours or not (given first), one copy of B a
+// node or not, teams of 1 to 3 backends, B in panels asked for, a --host-memory that B is past
+// (read from its file in panels), whole inputs (the reference backend's), HDF5 inputs (whose
+// reads are not thread-safe), cpu and reference backends; the plan combines what it can and
+// refuses the rest, so every layout runs. A few featured layouts first (each capability taken
+// at least once, and with the others), then random ones; the stats say what each took.
+TEST_F(Mpi, RandomLayoutsOfTheRankPipelineGiveThePlainRunsBytes) {
+  std::mt19937_64 rng(5151);
+  const auto pick = [&rng](std::initializer_list<const char*> choices) {
+    return std::string(*(choices.begin() + static_cast<std::ptrdiff_t>(rng() % choices.size())));
+  };
+  struct Layout {
+    int ranks;
+    std::string backend, nodes, rows, share_b, workers, panels, whole;
+    bool past_memory, hdf5;
+  };
+  // The first case's A reaches every row of B (so that a node may share B), the others' is thinner
+  // (so that a host memory may hold A and not B).
+  const std::vector<std::vector<Layout>> featured{
+      {{3, "cpu", "0", "give", "1", "1", "", "0", false, false},     // rows shared
+       {2, "cpu", "0", "0", "1", "2", "", "0", false, false},        // one B a node, read by a team
+       {3, "reference", "0", "1", "1", "1", "", "1", false, false}}, // whole inputs (rows refused)
+      {{2, "cpu", "0", "1", "1", "1", "", "0", true, false},         // B from its file (sharing refused)
+       {4, "cpu", "1", "0", "1", "3", "", "0", true, true},          // across nodes: panels from its records
+       {2, "cpu", "1", "give", "1", "3", "5", "0", false, true}},    // panels asked of a team
+      {{1, "cpu", "0", "0", "1", "2", "", "0", true, true}}};        // one rank, a team, B from an HDF5 file
+  int streamed = 0, shared_rows = 0, shared_b = 0, whole = 0, teams = 0;
+  const std::vector<int> counts = rank_counts({1, 2, 3, 4});
+  for (int c = 0; c < 3; ++c) {
+    testing::RandomSpec spec = testing::random_spec(rng, 30);
+    spec.n = std::max(spec.n, 16 * spec.m);  // enough rows for a thin A to hold blocks
+    spec.density = std::max(spec.density, 0.2);
+    if (c == 0) spec.density = 0.5, spec.empty_col_fraction = spec.empty_row_fraction = spec.zero_value_fraction = 0;
+    testing::RandomSpec thin = spec;
+    thin.density = c == 0 ? spec.density : spec.density / 4;
+    const InputRecords a = testing::random_blocks(thin, rng), b = testing::random_blocks(spec, rng);
+    const std::string pa = put("a.bin", a), pb = put("b.bin", b);
+    const OutputRecords product = sparse_oracle(a, b);
+    ASSERT_GT(product.size(), 0) << "an empty product tests no layout";
+    const std::vector<std::byte> expected = encode(product);
+    const std::vector<std::byte> plain = plain_product(pa, pb, &expected);
+    const std::string hb = in_dir + "/b.h5";
+    convert(pb, hb);
+    for (int trial = 0; trial < 7; ++trial) {
+      const std::size_t f = static_cast<std::size_t>(trial);
+      const Layout l = f < featured[static_cast<std::size_t>(c)].size() ? featured[static_cast<std::size_t>(c)][f]
+                                           : Layout{counts[rng() % counts.size()], pick({"cpu", "cpu", "reference"}),
+                                                    pick({"0", "0", "1"}), pick({"0", "1", "give"}), pick({"0", "1"}),
+                                                    pick({"1", "1", "2", "3"}), pick({"", "", "2", "5"}), pick({"0", "1"}),
+                                                    rng() % 2 == 0, rng() % 4 == 0};
+      if (std::find(counts.begin(), counts.end(), l.ranks) == counts.end()) continue;
+      const std::vector<std::string> env{"BLOCKMM_SIMULATE_NODES=" + l.nodes, "BLOCKMM_SHARE_ROWS=" + l.rows,
+                                         "BLOCKMM_SHARE_B=" + l.share_b,      "BLOCKMM_WORKERS=" + l.workers,
+                                         "BLOCKMM_B_PANELS=" + l.panels,      "BLOCKMM_WHOLE_INPUTS=" + l.whole};
+      std::vector<std::string> args{"-q", "--threads", "1", "--chunk-size", "16K", "--backend", l.backend, "--stats=json"};
+      if (l.past_memory) {  // room for A's build (at most 4 bytes a record byte, 16 a block-row), two
+        // chunks and a quarter of B's records: B's build (at least twice its records) is past it
+        const auto bytes = [](const std::string& path) { return static_cast<std::int64_t>(read_bytes(path).size()); };
+        args.insert(args.end(), {"--host-memory", std::to_string(5 * bytes(pa) + 48 * (spec.n / spec.m) + 2 * 16384 + bytes(pb) / 4)});
+      }
+      args.insert(args.end(), {pa, l.hdf5 ? hb : pb, out_dir + "/C.bin"});
+      std::string described = std::to_string(l.ranks) + " ranks:";
+      for (const std::string& word : env) described += " " + word;
+      for (const std::string& word : args) described += " " + word;
+      SCOPED_TRACE(described);
+      const MpiRun m = run_mpi(l.ranks, args, env);
+      ASSERT_TRUE(mpi_succeeded(m));
+      EXPECT_TRUE(read_bytes(out_dir + "/C.bin") == plain) << "the product differs from the plain run";
+      std::remove((out_dir + "/C.bin").c_str());
+      nlohmann::json j;
+      ASSERT_NO_THROW(j = nlohmann::json::parse(m.run.out)) << m.run.out;
+      const std::string layout = j.at("team").at("layout");
+      streamed += layout.find("read from its file") != std::string::npos ? 1 : 0;
+      teams += j.at("team").at("backends").size() > 1 ? 1 : 0;
+      shared_rows += j.at("shared_rows").get<bool>() ? 1 : 0;
+      shared_b += j.at("b_shared_on_node").get<bool>() ? 1 : 0;
+      whole += j.at("distribution") == "whole inputs on every rank" ? 1 : 0;
+    }
+  }
+  std::cout << "[ info ] B from its file " << streamed << ", teams " << teams << ", rows shared " << shared_rows
+            << ", B shared on a node " << shared_b << ", whole inputs " << whole << "\n";
+  EXPECT_GT(streamed, 0);
+  EXPECT_GT(teams, 0);
+#ifndef BLOCKMM_TEST_ASAN  // (which runs 2 and 4 ranks only)
+  EXPECT_GT(shared_rows, 0);
+  EXPECT_GT(shared_b, 0);
+  EXPECT_GT(whole, 0);
+#endif
 }
 
 // Files named blockmm-* in /dev/shm that are there now and still a second later.
