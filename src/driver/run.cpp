@@ -316,6 +316,7 @@ int run_and_report(const Options& options, const comm::Communicator& comm, Proce
   } catch (const Error& e) {
     // Errors are agreed on by every rank (same code, same message); rank 0 reports, and no rank
     // goes on before it has (a launcher may end the job at the first non-zero exit).
+    backends::drop_teams_after_failure(start.teams, std::current_exception());
     if (comm.is_root()) report_error(options, e.what());
     try {
       comm.barrier();

@@ -15,7 +15,7 @@ PlacementPlan plan_placement(const PlacementFacts& facts) {
     // A chunk is computed while the one before it is written.
     plan.b_room = options.host_memory - facts.a_host_bytes - 2 * options.chunk_bytes;
     if (plan.b_room <= 0 && options.host_memory_asked)
-      throw ResourceError("this rank's rows of A (" + mib(facts.a_host_bytes) + ") and two output chunks (" +
+      throw OutOfMemoryError("this rank's rows of A (" + mib(facts.a_host_bytes) + ") and two output chunks (" +
                           mib(2 * options.chunk_bytes) + ") take more than --host-memory (" + mib(options.host_memory) +
                           "): raise it, use more ranks (they split A's rows) or a smaller --chunk-size");
     plan.b_room = std::max<std::int64_t>(0, plan.b_room);  // a default that cannot hold A: no bound, as before it
@@ -78,7 +78,7 @@ LayoutPlan plan_layout(const LayoutFacts& facts) {
       left = facts.room - facts.numeric_bytes;
     }
     if (left <= 0)
-      throw ResourceError("each GPU must hold a numeric chunk (" + mib(facts.numeric_bytes) +
+      throw OutOfMemoryError("each GPU must hold a numeric chunk (" + mib(facts.numeric_bytes) +
                           ") beside B's panels, more than its memory budget leaves (" + mib(facts.room) +
                           "): raise --mem-budget");
     cap = std::max<std::int64_t>(1, left * 4 / 5);

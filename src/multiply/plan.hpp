@@ -35,7 +35,8 @@ struct PlacementPlan {
   std::vector<std::string> refused;  // what was not taken, and why
 };
 
-// Throws ResourceError where the rank's rows of A and a chunk alone exceed the host memory.
+// Throws OutOfMemoryError (MemoryError in Python) where the rank's rows of A and a chunk alone
+// exceed the host memory.
 PlacementPlan plan_placement(const PlacementFacts& facts);
 
 struct LayoutFacts {
@@ -59,7 +60,7 @@ struct LayoutPlan {
   bool a_in_host_memory = false;
 };
 
-// Throws ResourceError where a numeric chunk alone exceeds a backend's room.
+// Throws OutOfMemoryError where a numeric chunk alone exceeds a backend's room.
 LayoutPlan plan_layout(const LayoutFacts& facts);
 
 // "12 MiB", rounded up.

@@ -129,7 +129,7 @@ TEST(RankPlan, AHostMemoryThatCannotHoldAIsRefusedOnlyWhereAskedFor) {
   try {
     plan_placement(facts);
     FAIL() << "no refusal";
-  } catch (const ResourceError& e) {
+  } catch (const OutOfMemoryError& e) {  // a memory refusal by type: MemoryError in Python
     EXPECT_EQ(std::string(e.what()),
               "this rank's rows of A (60 MiB) and two output chunks (32 MiB) take more than --host-memory (64 MiB): "
               "raise it, use more ranks (they split A's rows) or a smaller --chunk-size");
@@ -177,7 +177,7 @@ TEST(RankPlan, LayoutRefusesWhatNoPanelCutMakesFitAndKeepsSharedOperandsWhole) {
   facts.b_bytes = 100 * kMiB;
   facts.numeric_bytes = 20 * kMiB;
   facts.room = 16 * kMiB;  // a numeric chunk alone does not fit (A would stay in host memory)
-  EXPECT_THROW(plan_layout(facts), ResourceError);
+  EXPECT_THROW(plan_layout(facts), OutOfMemoryError);
   facts.room = 0;
   facts.shares = true;  // a rank that shares its operands keeps B whole past the host memory
   facts.b_host_bytes = 100 * kMiB;

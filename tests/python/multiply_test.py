@@ -459,6 +459,18 @@ class Gpu(unittest.TestCase):
         self.assertEqual(child.returncode, 0, err)
         check_stopped_early(self, out)
 
+    def test_a_budget_too_small_is_a_memory_error(self):
+        """A mem_budget that cannot hold the product is refused as the plan or the backend says it
+        (naming --mem-budget), as MemoryError: it was a RuntimeError, told from a GPU's failure by
+        the text "out of memory", which a budget's refusal does not say."""
+        rng = np.random.default_rng(56)
+        a = random_bsr(rng, 64 * 4, 4, 0.5, 1023)
+        with self.assertRaises(MemoryError) as refused:
+            blockmm.multiply(a, a, backend="cuda", gpus=1, mem_budget=1024)
+        self.assertIn("--mem-budget", str(refused.exception))
+        c = blockmm.multiply(a, a, backend="cuda", gpus=1)  # the kept team multiplies after it
+        self.assertTrue(np.array_equal(c.toarray(), scipy_product(a, a)))
+
     def test_every_gpu_and_one_gpu_agree(self):
         rng = np.random.default_rng(55)
         a = random_bsr(rng, 512 * 8, 8, 0.05, 65535)
