@@ -5,13 +5,13 @@
 #include <exception>
 #include <future>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "core/error.hpp"
 #include "core/placing_sink.hpp"
 #include "core/stopwatch.hpp"
+#include "multiply/backend_threads.hpp"
 #include "multiply/shared_right_operand.hpp"
 #include "multiply/shared_rows.hpp"
 #include "multiply/whole_inputs.hpp"
@@ -63,26 +63,6 @@ struct Rank {
   std::size_t backends() const { return team.size(); }
   kernels::Backend& backend(std::size_t w) const { return *team[w]; }
 };
-
-// Runs body(w) for each backend w, on a thread of its own where there are several (one on the
-// calling thread, whose OpenMP team exists and which MPI-IO may need); rethrows the first failure.
-template <typename Body>
-void on_each_backend(std::size_t backends, Body&& body) {
-  if (backends == 1) return body(std::size_t{0});
-  std::vector<std::exception_ptr> failures(backends);
-  std::vector<std::thread> threads;
-  for (std::size_t w = 0; w < backends; ++w)
-    threads.emplace_back([&, w] {
-      try {
-        body(w);
-      } catch (...) {
-        failures[w] = std::current_exception();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& failure : failures)
-    if (failure) std::rethrow_exception(failure);
-}
 
 // The rank's records from partition::distribute; or its operands, where every rank of a node
 // builds whole inputs.
