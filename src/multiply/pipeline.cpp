@@ -100,7 +100,7 @@ void place(Rank& rank, io::InputFile& a_file, io::InputFile& b_file, const Place
   rank.share_rows = comm.sum(dist.shared.empty() ? 1 : 0) == 0;  // every rank shares rows, or none does
   if (dist.b_in_file) {
     rank.b_file = std::move(dist.b);
-    dist.b = partition::rows_in_file(rank.b_file, dist.b_rows, dist.b_records);
+    dist.b = partition::rows_in_file(rank.b_file, dist.b_rows, dist.b_records, b_file.path());
   }
   dist.b_records = dist.b->size();
   rank.input_records = dist.b_records + dist.a->size() + (dist.below ? dist.below->size() : 0) +
@@ -214,7 +214,7 @@ void build_columns(Rank& rank, const LayoutPlan& plan) {
   if (rank.b_file) {
     counts = partition::column_counts(*rank.b_file, dist.b_rows, a_columns);
     cut = partition::column_cut(counts, plan.panels, rank.max_panel_blocks);
-    panels = partition::panels_in_file(rank.b_file, dist.b_rows, cut, counts);
+    panels = partition::panels_in_file(rank.b_file, dist.b_rows, cut, counts, rank.b_input->path());
   } else {
     MemoryRecordSource held(dist.b->take());
     counts = partition::column_counts(held, {}, a_columns);
