@@ -126,6 +126,8 @@ LayoutPlan plan_rank_layout(Rank& rank, const PlacementPlan& placement) {
     if (!first.traits().device)
       facts.b_host_bytes = facts.b_bytes * (dist.b_shared_on_node ? 1 : facts.backends);
     facts.b_host_room = placement.b_room;
+    facts.host_memory = rank.options.host_memory;
+    facts.host_memory_asked = rank.options.host_memory_asked;
     plan = plan_layout(facts);
     if (plan.max_panel_bytes > 0)  // the bytes a panel may take, as blocks (B's take about the same each)
       rank.max_panel_blocks = std::max<std::int64_t>(

@@ -77,6 +77,7 @@ class ScannedPanel final : public RecordSource {
   bool concurrent() const override { return false; }
   // A read that continues the last one continues its scan; any other starts a new one.
   void read(std::int64_t first, std::int64_t count, std::byte* dest) const override {
+    if (records_ == 0) return;  // nothing to find: no pass over the file
     const std::int64_t stride = stride_of();
     if (first != taken_) taken_ = next_ = piece_at_ = piece_records_ = 0;
     while (count > 0) {
@@ -104,7 +105,7 @@ class ScannedPanel final : public RecordSource {
     out.shape = shape();
     out.bytes.resize(static_cast<std::size_t>(size() * stride()));
     const RecordSource& file = *file_->file;
-    if (!file.concurrent()) {
+    if (!file.concurrent() || records_ == 0) {
       read(0, size(), out.bytes.data());
       return out;
     }
@@ -194,9 +195,30 @@ ColumnCounts column_counts(const RecordSource& b, const std::vector<char>& rows,
   return counts;
 }
 
+namespace {
+
+// `cut` without ranges that hold no block, each merged into the range before it (those before
+// the first block into the first that holds one): an empty panel would cost its builds (on a
+// file, two passes over it) for nothing. One range where no column holds a block.
+std::vector<std::int32_t> without_empty_ranges(const std::vector<std::int32_t>& cut, const ColumnCounts& counts) {
+  std::vector<std::int32_t> out{cut.front()};
+  bool holds = false;  // the range begun last holds a block
+  for (std::size_t q = 0; q + 1 < cut.size(); ++q) {
+    std::int64_t blocks = 0;
+    for (std::int32_t j = cut[q]; j < cut[q + 1]; ++j) blocks += counts.blocks[static_cast<std::size_t>(j)];
+    if (blocks == 0) continue;
+    if (holds) out.push_back(cut[q]);
+    holds = true;
+  }
+  out.push_back(cut.back());
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::int32_t> column_cut(const ColumnCounts& counts, int panels, std::int64_t max_blocks) {
   const std::vector<std::int32_t> even = balanced_ranges(counts.work, panels);
-  if (max_blocks <= 0) return even;
+  if (max_blocks <= 0) return without_empty_ranges(even, counts);
   std::vector<std::int32_t> cut{0};
   for (std::size_t q = 0; q + 1 < even.size(); ++q) {
     std::int64_t held = 0;
@@ -210,7 +232,7 @@ std::vector<std::int32_t> column_cut(const ColumnCounts& counts, int panels, std
     }
     cut.push_back(even[q + 1]);
   }
-  return cut;
+  return without_empty_ranges(cut, counts);
 }
 
 std::vector<std::unique_ptr<RecordSource>> panels_in_memory(std::shared_ptr<const InputRecords> records,

@@ -30,9 +30,10 @@ std::vector<std::int64_t> blocks_per_column(const RecordSource& records);
 ColumnCounts column_counts(const RecordSource& b, const std::vector<char>& rows,
                            const std::vector<std::int64_t>& a_per_column);
 
-// Bounds of contiguous block-column ranges (panels + 1 of them, or more): `panels` of
+// Bounds of contiguous block-column ranges (panels + 1 of them, more, or fewer): `panels` of
 // near-equal work, each cut again where it holds more than `max_blocks` blocks (0: no bound; a
-// column alone may hold more).
+// column alone may hold more); a range without blocks is merged into its neighbour (one range
+// where no column holds a block), so that no panel is built, or B's file read, for nothing.
 std::vector<std::int32_t> column_cut(const ColumnCounts& counts, int panels, std::int64_t max_blocks);
 
 // Each panel's records in column order, over B's records in memory.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -28,10 +29,12 @@ class ChangingFile final : public RecordSource {
   std::int64_t size() const override { return records_.size(); }
   bool concurrent() const override { return concurrent_; }
   void read(std::int64_t first, std::int64_t count, std::byte* dest) const override {
+    reads += count;
     if (count > 0) std::memcpy(dest, records_.record(first), static_cast<std::size_t>(count * stride()));
   }
   InputRecords take() override { return records_; }
   InputRecords records_;
+  mutable std::atomic<std::int64_t> reads{0};  // records read so far
 
  private:
   bool concurrent_;
@@ -127,6 +130,41 @@ TEST(ColumnPanels, AFileChangedBetweenPassesIsBadInputNamingB) {
       const std::string also = refusal(*more.panels[0], in_pieces);
       EXPECT_EQ(also.rfind("B.bin: the file changed while it was read (more blocks in block-columns [", 0), 0u) << also;
     }
+}
+
+// A panel without blocks would cost its builds, each a pass over B's file, for nothing: ranges of
+// columns without blocks go to a neighbour, and a panel of no record reads nothing.
+TEST(ColumnPanels, NoPanelIsEmptyAndAnEmptyOneReadsNothing) {
+  for (const bool concurrent : {false, true}) {
+    InputRecords records = b_records();
+    InputRecords narrow;  // only columns 4 to 11 hold blocks
+    narrow.shape = records.shape;
+    for (std::int64_t r = 0; r < records.size(); ++r)
+      if (record_col(records.record(r)) >= 4 && record_col(records.record(r)) < 12)
+        narrow.bytes.insert(narrow.bytes.end(), records.record(r), records.record(r) + records.stride());
+    auto file = std::make_shared<ChangingFile>(narrow, concurrent);
+    const ColumnCounts counts = column_counts(*file, {}, std::vector<std::int64_t>(32, 1));
+    for (const std::int64_t max_blocks : {std::int64_t{0}, std::int64_t{5}}) {
+      const std::vector<std::int32_t> cut = column_cut(counts, 16, max_blocks);
+      EXPECT_EQ(cut.front(), 0);
+      EXPECT_EQ(cut.back(), 32);
+      for (std::size_t q = 0; q + 1 < cut.size(); ++q) {
+        std::int64_t blocks = 0;
+        for (std::int32_t j = cut[q]; j < cut[q + 1]; ++j) blocks += counts.blocks[static_cast<std::size_t>(j)];
+        EXPECT_GT(blocks, 0) << "panel " << q << ": columns [" << cut[q] << ", " << cut[q + 1] << ")";
+      }
+    }
+    // No row taken: one panel, of no record, which a build reads without a pass over the file.
+    const std::vector<char> no_rows(32, 0);
+    const ColumnCounts none = column_counts(*file, no_rows, std::vector<std::int64_t>(32, 1));
+    const std::vector<std::int32_t> one = column_cut(none, 4, 0);
+    EXPECT_EQ(one, (std::vector<std::int32_t>{0, 32}));
+    std::vector<std::unique_ptr<RecordSource>> panels = panels_in_file(file, no_rows, one, none, "B.bin");
+    file->reads = 0;
+    EXPECT_EQ(read_panel(*panels[0], false).size(), 0);
+    EXPECT_EQ(read_panel(*panels[0], !concurrent).size(), 0);
+    EXPECT_EQ(file->reads.load(), 0) << "a panel of no record scanned B's file";
+  }
 }
 
 }  // namespace
