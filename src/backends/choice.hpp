@@ -101,9 +101,9 @@ multiply::Team make_team(const TeamRequest& request, kernels::CudaStart& cuda, c
 // After a product that failed with `error` (not a cancellation: its caller keeps the teams then),
 // drops the kept teams unless the failure leaves their backends as they were: a refusal of what
 // was given (usage, bad input), an output's failure, or memory (OutOfMemoryError: a budget too
-// small, an allocation refused; std::bad_alloc). Any other failure (a GPU's: a CUDA error may leave its context
-// unusable for good, a thread that cannot start, an internal error) drops them, and the next
-// product makes its team anew.
+// small, an allocation refused; std::bad_alloc). Any other failure (a GPU's: a CUDA error may
+// leave its context unusable for good; a thread that cannot start, an internal error) drops
+// them, and the next product makes its team anew.
 void drop_teams_after_failure(KeptTeams& kept, const std::exception_ptr& error);
 
 }  // namespace blockmm::backends
