@@ -4,12 +4,15 @@ until it is renamed over the target, every write going through that descriptor (
 reopened: whoever can write the folder cannot redirect a write through a swapped-in link). All
 names are used relative to the folder's descriptor, opened once.
 
-- The temporary is `.<name>.blockmm-tmp.<host>.<pid>.XXXXXX`, the C++ tools' name, and its creator
-  holds the C++ tools' liveness lock on it (an open file description lock on byte 2^62,
-  src/io/stale_temporaries.hpp) while it lives, so that either tool's next run on the same output
-  removes what a SIGKILLed run left, and says so: only a regular file of this user, unchanged for
-  10 minutes, whose lock it can take, in a folder whose file system shows locks to every host
-  (and, for this host's names, whose process is not one it can see).
+- The temporary is `.<name>.blockmm-tmp.lk.<host>.<pid>.XXXXXX`, the C++ tools' name (the grammar of
+  src/io/path_names.hpp, mirrored by the constants below), and its creator holds the C++ tools'
+  liveness lock on it (an open file description lock on byte 2^62, src/io/stale_temporaries.hpp)
+  while it lives, so that either tool's next run on the same output removes what a SIGKILLed run
+  left, and says so: only a marked ("lk.") regular file of this user, unchanged for 10 minutes,
+  whose lock it can take, in a folder whose file system shows locks to every host (and, for this
+  host's names, whose process is not one it can see). Where the lock cannot be taken, the
+  temporary takes the unmarked name `.<name>.blockmm-tmp.<host>.<pid>.XXXXXX`, as blockmm's
+  versions before the lock named theirs: no sweep removes those.
 - It is created with mode 0666 and the umask (and default ACLs) applied by the kernel, kept 0600
   while partial; at the commit it takes the existing target's mode, or the mode it was created
   with: a new output is 0644 under umask 022, as the C++ tools' outputs are.
@@ -31,9 +34,13 @@ import time
 
 from .errors import OutputError, UsageError, say
 
-MARKER = b".blockmm-tmp."
-RANDOM_CHARS = 6
-PID_DIGITS = 10
+# src/io/path_names.hpp: "." <name> MARKER [LOCKED_FLAG] <host> "." <pid> "." <RANDOM_CHARS>
+MARKER = b".blockmm-tmp."  # kTemporaryMarker
+LOCKED_FLAG = b"lk."  # kLockedTemporaryFlag
+RANDOM_CHARS = 6  # kTemporaryRandomChars
+PID_DIGITS = 10  # kTemporaryPidDigits
+HOST_LENGTH = 32  # kTemporaryHostChars
+NAME_EXTRA = 1 + len(MARKER) + len(LOCKED_FLAG) + 1 + PID_DIGITS + 1 + RANDOM_CHARS  # kTemporaryNameExtra
 NAME_MAX = 255
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 HOST_CHARS = frozenset((ALPHABET + "-_").encode())
@@ -75,7 +82,7 @@ def install_cleanup_handlers():
 
 
 def _host_tag():
-    name = socket.gethostname().split(".")[0][:32]
+    name = socket.gethostname().split(".")[0][:HOST_LENGTH]
     tag = "".join(c if c.isascii() and (c.isalnum() or c == "-") else "_" for c in name)
     return tag.encode("ascii") or b"localhost"
 
@@ -140,8 +147,21 @@ def _shares_locks(dir_fd):
     return options is not None and locks_shared_between_hosts(kind, options)
 
 
+def folder_shares_locks(path):
+    """Whether folder `path`'s file system is one the sweep works on (src/io/stale_temporaries.hpp
+    folder_shares_locks)."""
+    try:
+        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return _shares_locks(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def _is_host_tag(tag):
-    return 0 < len(tag) <= 32 and all(c in HOST_CHARS for c in tag)
+    return 0 < len(tag) <= HOST_LENGTH and all(c in HOST_CHARS for c in tag)
 
 
 def _process_here(pid):
@@ -162,14 +182,14 @@ def _fnv1a(data):
     return h
 
 
-def name_prefix(base, host):
-    """b"." + base + b".blockmm-tmp." + host + b".", the base shortened with a hash of the whole where
-    the temporary name would pass NAME_MAX (the C++ rule, byte for byte)."""
-    fixed = 1 + len(MARKER) + len(host) + 1 + PID_DIGITS + 1 + RANDOM_CHARS
+def name_prefix(base, host, locked=True):
+    """b"." + base + b".blockmm-tmp." + [b"lk."] + host + b".", the base shortened with a hash of the
+    whole where the temporary name would pass NAME_MAX (the C++ rule, byte for byte)."""
+    fixed = NAME_EXTRA + len(host)
     shown = base
     if fixed + len(base) > NAME_MAX:
         shown = base[:NAME_MAX - fixed - 17] + b"~%016x" % _fnv1a(base)
-    return b"." + shown + MARKER + host + b"."
+    return b"." + shown + MARKER + (LOCKED_FLAG if locked else b"") + host + b"."
 
 
 def _unusable_output(target, st):
@@ -234,8 +254,9 @@ class AtomicOutput:
                                   f"it writable or remove it first)")
             host = _host_tag()
             prefix = name_prefix(self.base, host)
-            self._remove_stale(prefix[:-len(host) - 1], host)  # any host's: "." <name> ".blockmm-tmp."
-            self._create(prefix + str(os.getpid()).encode() + b".")
+            self._remove_stale(prefix[:-len(host) - 1], host)  # any host's: "." <name> ".blockmm-tmp.lk."
+            pid = str(os.getpid()).encode() + b"."
+            self._create(prefix + pid, name_prefix(self.base, host, locked=False) + pid)
         except BaseException:
             self.abandon()
             raise
@@ -257,7 +278,8 @@ class AtomicOutput:
                                                           effective_ids=os.access in os.supports_effective_ids)
 
     def _remove_stale(self, prefix, host):
-        """Temporaries of this target left by runs that are provably gone (the module's rules)."""
+        """Temporaries of this target left by runs that are provably gone (the module's rules):
+        `prefix` is the marked one, so unmarked names are never considered."""
         try:
             names = os.listdir(self.dir_fd)
         except OSError:
@@ -273,7 +295,7 @@ class AtomicOutput:
             if not pid.isdigit() or len(pid) > PID_DIGITS or int(pid) <= 0 or not _is_host_tag(tag):
                 continue
             if tag == host and _process_here(int(pid)):
-                continue  # perhaps the run itself, or a run of an older version, which took no lock
+                continue  # perhaps the run itself: kept, whatever its lock says (a second guard)
             if shares_locks is None:
                 shares_locks = _shares_locks(self.dir_fd)
             if not shares_locks:
@@ -305,24 +327,23 @@ class AtomicOutput:
         finally:
             os.close(fd)
 
-    def _create(self, prefix):
-        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    def _create(self, locked_prefix, plain_prefix):
+        """The temporary under `locked_prefix` holding its liveness lock, which keeps other runs'
+        sweeps off it while this lives; where the lock cannot be taken (no locks here, or ENOLCK
+        for now), under `plain_prefix`, which no sweep removes (src/io/atomic_output.cpp
+        create_temporary)."""
         # No signal between the creation and the registration, nor before the file's identity is
         # known (the handler's abandon() compares it): a temporary is always removable.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CLEANUP_SIGNALS)
         try:
-            for attempt in range(101):
-                self.name = prefix + "".join(secrets.choice(ALPHABET) for _ in range(RANDOM_CHARS)).encode()
-                try:
-                    self.fd = os.open(self.name, flags, 0o666, dir_fd=self.dir_fd)
-                    break
-                except FileExistsError:
-                    if attempt == 100:
-                        raise
+            self._open_new(locked_prefix)
             try:
-                _liveness_lock(self.fd, fcntl.F_WRLCK)  # other runs' sweeps leave it alone while this lives
+                _liveness_lock(self.fd, fcntl.F_WRLCK)
             except OSError:
-                pass  # no locks here: no sweep can take the lock either
+                os.unlink(self.name, dir_fd=self.dir_fd)
+                os.close(self.fd)
+                self.fd = -1
+                self._open_new(plain_prefix)
             made = os.fstat(self.fd)
             self.created_mode = made.st_mode & 0o7777
             self.identity = (made.st_dev, made.st_ino)
@@ -337,6 +358,17 @@ class AtomicOutput:
         except OSError as error:
             raise OutputError(f"{self.target}: cannot prepare the temporary file {self.temporary}: "
                               f"{error.strerror}") from None
+
+    def _open_new(self, prefix):
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for attempt in range(101):
+            self.name = prefix + "".join(secrets.choice(ALPHABET) for _ in range(RANDOM_CHARS)).encode()
+            try:
+                self.fd = os.open(self.name, flags, 0o666, dir_fd=self.dir_fd)
+                return
+            except FileExistsError:
+                if attempt == 100:
+                    raise
 
     @property
     def temporary(self):

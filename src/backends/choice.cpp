@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <new>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -64,25 +66,49 @@ multiply::Options product_options(const settings::Settings& settings, std::int64
   return m;
 }
 
-namespace {
+TeamKey::TeamKey(kernels::BackendKind team_kind, const TeamRequest& request)
+    : kind(team_kind),
+      threads(request.threads),
+      workers(request.workers),
+      memory_budget(request.memory_budget),
+      gpu_sharers(request.gpu_sharers),
+      node_ranks(request.node_ranks),
+      gpus(request.gpus),
+      dense(request.cuda.dense),
+      dense_type(request.cuda.dense_type),
+      generic_kernel(request.cuda.generic_kernel),
+      tensor_core_blocks(request.cuda.tensor_core_blocks),
+      build(request.cuda.build),
+      probe_memory(request.cuda.probe_memory),
+      symbolic_batch_bytes(request.cuda.symbolic_batch_bytes),
+      reference_whole_inputs(request.reference_whole_inputs) {}
 
-// What a team was made for: a later product with the same takes it again.
-std::string team_key(kernels::BackendKind kind, const TeamRequest& request) {
-  std::string key = kernels::to_string(kind) + " threads " + std::to_string(request.threads) + " workers " +
-                    std::to_string(request.workers) + " budget " + std::to_string(request.memory_budget) +
-                    " sharers " + std::to_string(request.gpu_sharers) + " gpus";
-  for (const int g : request.gpus) key += " " + std::to_string(g);
-  const kernels::CudaChoices& c = request.cuda;
-  key += " choices " + std::to_string(static_cast<int>(c.dense)) + std::to_string(static_cast<int>(c.dense_type)) +
-         std::to_string(c.generic_kernel) + std::to_string(static_cast<int>(c.build)) + std::to_string(c.tensor_core_blocks);
-  key += request.reference_whole_inputs ? " whole" : "";
-  return key;
+bool TeamKey::operator<(const TeamKey& o) const {
+  const auto fields = [](const TeamKey& k) {
+    return std::tie(k.kind, k.threads, k.workers, k.memory_budget, k.gpu_sharers, k.node_ranks, k.gpus, k.dense,
+                    k.dense_type, k.generic_kernel, k.tensor_core_blocks, k.build, k.probe_memory,
+                    k.symbolic_batch_bytes, k.reference_whole_inputs);
+  };
+  return fields(*this) < fields(o);
 }
 
-}  // namespace
+void drop_teams_after_failure(KeptTeams& kept, const std::exception_ptr& error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const OutOfMemoryError&) {
+    return;
+  } catch (const std::bad_alloc&) {
+    return;
+  } catch (const Error& e) {
+    if (e.code() == ExitCode::usage || e.code() == ExitCode::bad_input || e.code() == ExitCode::output_failure) return;
+  } catch (...) {
+  }
+  kept.clear();
+}
 
 multiply::Team make_team(const TeamRequest& request, kernels::CudaStart& cuda, const kernels::WorkEstimate& estimate,
-                         std::map<std::string, multiply::Team>& kept) {
+                         KeptTeams& kept) {
   multiply::Team team;
   // Host backends: one, or (a developer setting) several, to run the team's paths without a GPU.
   const int host_workers = std::max(1, request.workers);
@@ -91,7 +117,7 @@ multiply::Team make_team(const TeamRequest& request, kernels::CudaStart& cuda, c
     kind = *request.backend;
   else if (cuda_repays(estimate) && !request.gpus.empty())
     kind = kernels::BackendKind::cuda;
-  const std::string key = team_key(kind, request);
+  const TeamKey key(kind, request);
   if (const auto it = kept.find(key); it != kept.end()) {
     for (const std::shared_ptr<kernels::Backend>& backend : it->second) backend->begin_product();
     return it->second;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -65,11 +66,44 @@ struct TeamRequest {
   std::string name_note;  // added to the devices' names in reports
 };
 
+// What a team was made for: a later product with the same takes it again (kind, threads,
+// workers, budget, GPUs and how many ranks share them, the cuda choices, the reference's whole
+// inputs).
+struct TeamKey {
+  kernels::BackendKind kind = kernels::BackendKind::cpu;
+  int threads = 0;
+  int workers = 0;
+  std::int64_t memory_budget = 0;
+  int gpu_sharers = 0;
+  int node_ranks = 1;
+  std::vector<int> gpus;
+  kernels::CudaChoices::Dense dense = kernels::CudaChoices::Dense::automatic;
+  kernels::CudaChoices::DenseType dense_type = kernels::CudaChoices::DenseType::automatic;
+  bool generic_kernel = false;
+  bool tensor_core_blocks = true;
+  kernels::CudaChoices::Build build = kernels::CudaChoices::Build::automatic;
+  bool probe_memory = false;
+  std::int64_t symbolic_batch_bytes = 0;
+  bool reference_whole_inputs = false;
+  TeamKey(kernels::BackendKind team_kind, const TeamRequest& request);
+  bool operator<(const TeamKey& other) const;
+};
+// The teams a process keeps from one product to the next (a batch's; the Python process's GPUs').
+using KeptTeams = std::map<TeamKey, multiply::Team>;
+
 // The team for a rank whose work is `estimate`. A team made for the same request before (a
 // batch's earlier product) is taken from `kept` instead of made again; a new one is kept there.
 // Throws ResourceError where cuda is asked for and no GPU can be used (the message says what to
 // do, in the command line's words: --backend cpu).
 multiply::Team make_team(const TeamRequest& request, kernels::CudaStart& cuda, const kernels::WorkEstimate& estimate,
-                         std::map<std::string, multiply::Team>& kept);
+                         KeptTeams& kept);
+
+// After a product that failed with `error` (not a cancellation: its caller keeps the teams then),
+// drops the kept teams unless the failure leaves their backends as they were: a refusal of what
+// was given (usage, bad input), an output's failure, or memory (OutOfMemoryError: a budget too
+// small, an allocation refused; std::bad_alloc). Any other failure (a GPU's: a CUDA error may
+// leave its context unusable for good; a thread that cannot start, an internal error) drops
+// them, and the next product makes its team anew.
+void drop_teams_after_failure(KeptTeams& kept, const std::exception_ptr& error);
 
 }  // namespace blockmm::backends

@@ -286,15 +286,20 @@ LargeVector<std::byte> Communicator::exchange(const std::byte* send, const std::
 void Communicator::agree(std::exception_ptr local_error) const {
   int code = 0;
   std::string message;
+  bool memory = false;  // out of memory: thrown as OutOfMemoryError, which callers tell by its type
   if (local_error) {
     try {
       std::rethrow_exception(local_error);
     } catch (const Error& e) {
+      // Alone, the error itself goes on, its type with it (InputError, OutOfMemoryError, ...).
+      if (!uses_mpi_) throw;
       code = static_cast<int>(e.code());
       message = e.what();
+      memory = dynamic_cast<const OutOfMemoryError*>(&e) != nullptr;
     } catch (const std::bad_alloc&) {
       code = static_cast<int>(ExitCode::resource);
       message = "out of memory";
+      memory = true;
     } catch (const std::system_error& e) {
       // A thread that could not be started (EAGAIN) or memory the kernel refused (ENOMEM) is a
       // resource failure like std::bad_alloc.
@@ -302,6 +307,7 @@ void Communicator::agree(std::exception_ptr local_error) const {
                             e.code() == std::errc::not_enough_memory;
       code = static_cast<int>(resource ? ExitCode::resource : ExitCode::other);
       message = resource ? "cannot start a thread or allocate memory: " + std::string(e.what()) : e.what();
+      memory = e.code() == std::errc::not_enough_memory;
     } catch (const std::exception& e) {
       code = static_cast<int>(ExitCode::other);
       message = e.what();
@@ -312,16 +318,19 @@ void Communicator::agree(std::exception_ptr local_error) const {
     }
   }
   if (!uses_mpi_) {
-    if (local_error) throw Error(static_cast<ExitCode>(code), message);
-    return;
+    if (!local_error) return;
+    if (memory) throw OutOfMemoryError(message);
+    throw Error(static_cast<ExitCode>(code), message);
   }
   const int mine = local_error ? rank_ : size_;
   int first_failed = size_;
   BLOCKMM_MPI_CHECK(MPI_Allreduce(&mine, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   if (first_failed == size_) return;
-  BLOCKMM_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first_failed, MPI_COMM_WORLD));
+  int agreed[2] = {code, memory ? 1 : 0};
+  BLOCKMM_MPI_CHECK(MPI_Bcast(agreed, 2, MPI_INT, first_failed, MPI_COMM_WORLD));
   broadcast(message, first_failed);
-  throw Error(static_cast<ExitCode>(code), message);
+  if (agreed[1] != 0) throw OutOfMemoryError(message);
+  throw Error(static_cast<ExitCode>(agreed[0]), message);
 }
 
 void Communicator::run_phase(const std::function<void()>& phase) const {

@@ -136,9 +136,11 @@ class Communicator {
                                   std::vector<std::int64_t>& recv_bytes) const;
 
   // Phase boundary: every rank passes the error it met (or null). If any rank failed, every
-  // rank throws the same blockmm::Error: the code and message of the lowest failing rank.
-  // Exceptions that are not blockmm::Error map to exit code 5 (std::bad_alloc) or 1 (anything
-  // else, std::exception or not).
+  // rank throws the same blockmm::Error: the code and message of the lowest failing rank, an
+  // OutOfMemoryError where that rank ran out of memory (so that callers tell memory from a
+  // device's failure by type, never by text). Exceptions that are not blockmm::Error map to exit
+  // code 5 (std::bad_alloc, ENOMEM, a thread that cannot start) or 1 (anything else, std::exception
+  // or not). Without MPI a blockmm::Error goes on as it was thrown, its type kept.
   void agree(std::exception_ptr local_error) const;
 
   // Runs `phase` and then agree()s on its outcome.

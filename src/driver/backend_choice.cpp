@@ -67,7 +67,7 @@ std::vector<int> rank_gpus(int visible, const comm::Communicator& comm, bool nar
 
 multiply::TeamFactory team_factory(const Options& options, kernels::CudaStart& cuda, const comm::Communicator& comm,
                                    int threads, const std::vector<int>& gpus, int gpu_sharers, std::string name_note,
-                                   std::map<std::string, multiply::Team>& kept) {
+                                   backends::KeptTeams& kept) {
   backends::TeamRequest request;
   request.backend = options.backend;
   request.threads = threads;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -51,7 +50,7 @@ std::vector<int> rank_gpus(int visible, const comm::Communicator& comm, bool nar
 // product) is taken from `kept` instead of made again; a new one is kept there.
 multiply::TeamFactory team_factory(const Options& options, kernels::CudaStart& cuda, const comm::Communicator& comm,
                                    int threads, const std::vector<int>& gpus, int gpu_sharers, std::string name_note,
-                                   std::map<std::string, multiply::Team>& kept);
+                                   backends::KeptTeams& kept);
 
 // Collective (every rank calls it, whatever it will choose): the ranks of this node that use the
 // same GPU as this rank's `device`, told apart by the device's UUID, so that a rank given a GPU of

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <new>
 #include <system_error>
+#include <thread>
 
 #include "backends/choice.hpp"
 #include "console/progress.hpp"
@@ -58,11 +60,18 @@ void start_thread_team(int threads) {
   (void)team;
 }
 
-// The product's phases on rank 0's progress display.
+// The product's phases on rank 0's progress display; where a test asks (BLOCKMM_TEST_PAUSE=numeric),
+// a stop as the numeric phase starts, the output begun, for a signal to land there.
 class ProgressObserver final : public multiply::Observer {
  public:
-  explicit ProgressObserver(console::Progress& progress) : progress_(progress) {}
+  ProgressObserver(console::Progress& progress, bool pause_at_numeric)
+      : progress_(progress), pause_at_numeric_(pause_at_numeric) {}
   void phase_started(multiply::Phase phase) override {
+    if (phase == multiply::Phase::numeric && pause_at_numeric_) {
+      std::fprintf(stderr, "blockmm: test: the numeric phase starts, its output begun; pausing\n");
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+    }
     switch (phase) {
       case multiply::Phase::read: progress_.phase("reading inputs"); break;
       case multiply::Phase::exchange: progress_.phase("partitioning"); break;
@@ -82,6 +91,7 @@ class ProgressObserver final : public multiply::Observer {
 
  private:
   console::Progress& progress_;
+  bool pause_at_numeric_;
 };
 
 // The host memory a rank may hold: --host-memory, else the node's available memory (the
@@ -177,7 +187,7 @@ console::RunStats run_product(const Options& options, const comm::Communicator& 
   progress_config.header = {version.substr(0, version.find('\n')), stats.host, comm.size(), stats.threads,
                             options.command_line};
   console::Progress progress(progress_config);
-  ProgressObserver observer(progress);
+  ProgressObserver observer(progress, options.settings.test_pause_numeric);
 
   // Headers on every rank (cheap); the records are read where the backend builds from them.
   Stopwatch read_clock;
@@ -316,6 +326,7 @@ int run_and_report(const Options& options, const comm::Communicator& comm, Proce
   } catch (const Error& e) {
     // Errors are agreed on by every rank (same code, same message); rank 0 reports, and no rank
     // goes on before it has (a launcher may end the job at the first non-zero exit).
+    backends::drop_teams_after_failure(start.teams, std::current_exception());
     if (comm.is_root()) report_error(options, e.what());
     try {
       comm.barrier();

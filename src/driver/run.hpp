@@ -4,11 +4,11 @@
 // code and message and leaves no output behind.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/choice.hpp"
 #include "comm/communicator.hpp"
 #include "console/run_stats.hpp"
 #include "driver/options.hpp"
@@ -31,8 +31,9 @@ struct ProcessStart {
   bool gpu_likely = false;
   std::vector<std::string> settings;
   settings::Lookup environment;
-  // Backends made for one product and kept for the next of a batch, by what they were made for.
-  std::map<std::string, multiply::Team> teams;
+  // Backends made for one product and kept for the next of a batch, by what they were made for;
+  // dropped after a product that failed in a way that may have broken them (a GPU's failure).
+  backends::KeptTeams teams;
 };
 
 console::RunStats run_product(const Options& options, const comm::Communicator& comm, ProcessStart& start,

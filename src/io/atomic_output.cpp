@@ -110,16 +110,12 @@ std::string host_tag() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
   std::string tag;
-  for (const char* c = name; *c != '\0' && *c != '.' && tag.size() < 32; ++c) {
+  for (const char* c = name; *c != '\0' && *c != '.' && tag.size() < kTemporaryHostChars; ++c) {
     const bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-';
     tag += plain ? *c : '_';
   }
   return tag.empty() ? "localhost" : tag;
 }
-
-constexpr char kMarker[] = ".blockmm-tmp.";
-constexpr std::size_t kRandomChars = 6;
-constexpr std::size_t kPidDigits = 10;  // room reserved for any pid, so the prefix never depends on it
 
 std::uint64_t fnv1a(const std::string& text) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
@@ -127,10 +123,11 @@ std::uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-// "." + base + ".blockmm-tmp." + host + ".": the base shortened, with a hash of the whole, when the
-// temporary name would pass NAME_MAX (so that output names up to NAME_MAX bytes work).
-std::string name_prefix(const std::string& base, const std::string& host) {
-  const std::size_t fixed = 1 + (sizeof kMarker - 1) + host.size() + 1 + kPidDigits + 1 + kRandomChars;
+// "." + base + ".blockmm-tmp." + ["lk."] + host + "." (path_names.hpp): the base shortened, with a
+// hash of the whole, when the temporary name would pass NAME_MAX (so that output names up to
+// NAME_MAX bytes work).
+std::string name_prefix(const std::string& base, const std::string& host, bool locked) {
+  const std::size_t fixed = kTemporaryNameExtra + host.size();
   std::string shown = base;
   if (fixed + base.size() > NAME_MAX) {
     char hash[20];
@@ -138,7 +135,7 @@ std::string name_prefix(const std::string& base, const std::string& host) {
     const std::size_t keep = NAME_MAX - fixed - (sizeof hash - 3);  // 17 characters of "~" + hash
     shown = base.substr(0, keep) + hash;
   }
-  return "." + shown + kMarker + host + ".";
+  return "." + shown + kTemporaryMarker + (locked ? kLockedTemporaryFlag : "") + host + ".";
 }
 
 bool same_file(const struct stat& a, std::uint64_t device, std::uint64_t inode) {
@@ -149,7 +146,7 @@ std::string random_suffix() {
   static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   std::random_device device;
   std::string text;
-  for (std::size_t c = 0; c < kRandomChars; ++c) text += alphabet[device() % (sizeof alphabet - 1)];
+  for (std::size_t c = 0; c < kTemporaryRandomChars; ++c) text += alphabet[device() % (sizeof alphabet - 1)];
   return text;
 }
 
@@ -165,8 +162,35 @@ bool is_read_only(const std::string& target) {
 
 std::string temporary_host_tag() { return host_tag(); }
 
-std::string temporary_prefix(const std::string& target, const std::string& host, long pid) {
-  return directory_of(target) + "/" + name_prefix(base_name(target), host) + std::to_string(pid) + ".";
+std::string temporary_prefix(const std::string& target, const std::string& host, long pid, bool locked) {
+  return directory_of(target) + "/" + name_prefix(base_name(target), host, locked) + std::to_string(pid) + ".";
+}
+
+CreatedTemporary create_temporary(const std::string& target, const std::string& host, long pid,
+                                  bool (*take_lock)(int)) {
+  const std::string dir = directory_of(target);
+  CreatedTemporary made;
+  // The marked name first; where its lock cannot be taken (a file system without locks, or one
+  // that refuses them for now: ENOLCK on NFS), the empty file goes and the unmarked name is made,
+  // which no sweep removes: a marked file without its lock would be taken for a dead run's.
+  for (const bool locked : {true, false}) {
+    const std::string prefix = temporary_prefix(target, host, pid, locked);
+    for (int attempt = 0; made.fd < 0; ++attempt) {
+      made.path = prefix + random_suffix();
+      // The kernel applies the umask (and default ACLs) as for any new file: no process-wide umask() call.
+      made.fd = ::open(made.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      if (made.fd < 0 && (errno != EEXIST || attempt >= 100))
+        throw OutputError(target + ": cannot create a temporary file in " + dir + ": " + errno_text(errno));
+    }
+    if (!locked || take_lock(made.fd)) {
+      made.locked = locked;
+      return made;
+    }
+    ::unlink(made.path.c_str());
+    ::close(made.fd);
+    made.fd = -1;
+  }
+  return made;  // not reached: the unmarked name is returned above
 }
 
 void remove_temporary_from_signal_handler() noexcept { remove_registered(); }
@@ -219,17 +243,11 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
       const std::string dir = directory_of(target);
       const std::string host = host_tag();
       remove_stale_temporaries(dir, host);
-      const std::string own = temporary_prefix(target, host, static_cast<long>(::getpid()));
-      for (int attempt = 0; fd_ < 0; ++attempt) {
-        temporary_ = own + random_suffix();
-        // The kernel applies the umask (and default ACLs) as for any new file: no process-wide umask() call.
-        fd_ = ::open(temporary_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd_ < 0 && (errno != EEXIST || attempt >= 100))
-          throw OutputError(target + ": cannot create a temporary file in " + dir + ": " + errno_text(errno));
-      }
+      // Its liveness lock, held with fd_ until the rename, keeps other runs' sweeps off it (stale_temporaries.hpp).
+      const CreatedTemporary created = create_temporary(target, host, static_cast<long>(::getpid()));
+      fd_ = created.fd;
+      temporary_ = created.path;
       cleanup_slot_ = arm_cleanup(temporary_);  // at once: a signal during the collectives below must not leave it
-      // What keeps other runs' sweeps off it (stale_temporaries.hpp): held with fd_, until the rename.
-      hold_liveness_lock(fd_);
       struct stat made {};
       if (::fstat(fd_, &made) != 0)
         throw OutputError(target + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));

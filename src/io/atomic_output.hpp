@@ -20,6 +20,7 @@
 #include "comm/communicator.hpp"
 #include "io/file_access.hpp"
 #include "io/mapped_writer.hpp"
+#include "io/stale_temporaries.hpp"
 
 namespace blockmm::io {
 
@@ -36,17 +37,27 @@ void remove_temporary_from_signal_handler() noexcept;
 int arm_temporary_cleanup(const std::string& path);
 void disarm_temporary_cleanup(int slot);
 
-// The name of the temporary file for `target` without its random suffix: "<dir>/.<name>.blockmm-tmp.<host>.<pid>."
-// (<name> shortened and hashed when the whole would pass NAME_MAX). Exposed for tests and docs.
-std::string temporary_prefix(const std::string& target, const std::string& host, long pid);
+// The name of the temporary file for `target` without its random suffix:
+// "<dir>/.<name>.blockmm-tmp.[lk.]<host>.<pid>." ("lk." where `locked`; path_names.hpp).
+std::string temporary_prefix(const std::string& target, const std::string& host, long pid, bool locked);
+// Creates the temporary file for `target` (O_EXCL, mode 0666 less the umask), holding its liveness
+// lock (`take_lock`, stale_temporaries.hpp) under the marked name where the lock can be taken,
+// else under the unmarked name, which no sweep removes. Throws OutputError (exit 4).
+struct CreatedTemporary {
+  int fd = -1;
+  std::string path;
+  bool locked = false;
+};
+CreatedTemporary create_temporary(const std::string& target, const std::string& host, long pid,
+                                  bool (*take_lock)(int) = hold_liveness_lock);
 // This host's name as it appears in temporary names ([A-Za-z0-9_-], at most 32 characters).
 std::string temporary_host_tag();
 
 class AtomicOutput {
  public:
   // Collective: rank 0 removes stale temporary files in the target's folder (of any output) left
-  // by killed runs (stale_temporaries.hpp), creates "<dir>/.<name>.blockmm-tmp.<host>.<pid>.XXXXXX"
-  // and holds its liveness lock until the commit, and every rank learns its name.
+  // by killed runs (stale_temporaries.hpp), creates "<dir>/.<name>.blockmm-tmp.lk.<host>.<pid>.XXXXXX"
+  // and holds its liveness lock until the commit (create_temporary), and every rank learns its name.
   // Throws OutputError (exit 4) when the directory does not take new files or the existing target
   // is read-only.
   AtomicOutput(const std::string& target, const comm::Communicator& comm);

@@ -19,8 +19,6 @@ namespace {
 
 constexpr char kPartMarker[] = ".part-";
 constexpr char kRecordHead[] = "blockmm-parts generation=";
-constexpr char kTemporaryMarker[] = ".blockmm-tmp.";  // atomic_output.cpp's temporaries
-constexpr std::size_t kTemporaryTail = 1 + 10 + 1 + 6;  // "." host "." <pid, 10 digits at most> "." <6 random>
 
 bool all_of(const std::string& text, std::size_t from, std::size_t count, const char* alphabet) {
   if (text.size() < from + count) return false;
@@ -59,7 +57,7 @@ bool is_part_name_of(const std::string& base, const std::string& name, std::stri
 
 std::size_t longest_parted_base(const std::string& host) {
   const std::size_t part_extra = (sizeof kPartMarker - 1) + kPartGenerationDigits + 1 + kPartIndexDigits;
-  const std::size_t temporary_extra = 1 + (sizeof kTemporaryMarker - 1) + host.size() + kTemporaryTail;
+  const std::size_t temporary_extra = kTemporaryNameExtra + host.size();
   const std::size_t used = part_extra + temporary_extra;
   return used < NAME_MAX ? NAME_MAX - used : 0;
 }
@@ -147,14 +145,6 @@ std::string fresh_part_generation(const std::string& target) {
     }
     if (!used) return generation;
   }
-}
-
-std::size_t part_temporary_prefix_length(const std::string& base, const std::string& host, const std::string& name) {
-  const std::size_t part = base.size() + (sizeof kPartMarker - 1) + kPartGenerationDigits + 1 + kPartIndexDigits;
-  if (name.size() < 1 + part || name[0] != '.' || !is_part_name_of(base, name.substr(1, part))) return 0;
-  const std::string rest = std::string(kTemporaryMarker) + host + ".";
-  if (name.compare(1 + part, rest.size(), rest) != 0) return 0;
-  return 1 + part + rest.size();
 }
 
 }  // namespace blockmm::io

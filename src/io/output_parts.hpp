@@ -27,7 +27,7 @@ std::string part_name(const std::string& base, const std::string& generation, in
 bool is_part_name_of(const std::string& base, const std::string& name, std::string* generation = nullptr,
                      int* index = nullptr);
 // The longest output file name that leaves room for its parts' names and their temporaries'
-// (".<part name>.blockmm-tmp.<host>.<pid>.XXXXXX") within NAME_MAX.
+// (".<part name>.blockmm-tmp.lk.<host>.<pid>.XXXXXX", path_names.hpp) within NAME_MAX.
 std::size_t longest_parted_base(const std::string& host);
 
 // The main file's user block: "blockmm-parts generation=<g> parts=<P>\n", NUL-padded to 512 bytes.
@@ -50,10 +50,5 @@ std::vector<std::string> remove_replaced_parts(const std::string& target, const 
 
 // A generation no entry of target's folder uses for target's part names (8 random hex digits).
 std::string fresh_part_generation(const std::string& target);
-
-// For the stale-temporary sweep: where `name` is the temporary of one of base's part files
-// created on `host`, the length of the name up to and including the host's "." (what is left is
-// "<pid>.<random>"); else 0.
-std::size_t part_temporary_prefix_length(const std::string& base, const std::string& host, const std::string& name);
 
 }  // namespace blockmm::io

@@ -18,14 +18,10 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "io/path_names.hpp"
 
 namespace blockmm::io {
 namespace {
-
-constexpr char kMarker[] = ".blockmm-tmp.";  // atomic_output.cpp's names
-constexpr std::size_t kRandomChars = 6;
-constexpr std::size_t kPidDigits = 10;
-constexpr std::size_t kHostChars = 32;
 
 struct flock liveness_lock(short type) {
   struct flock lock {};
@@ -37,38 +33,46 @@ struct flock liveness_lock(short type) {
   return lock;
 }
 
-struct TemporaryName {
-  std::string host;
-  long pid = -1;
-};
+// Whether `name` holds `part` ending at `end`, after at least "." and a character of the name.
+bool holds_before(const std::string& name, std::size_t end, const std::string& part) {
+  return end >= part.size() + 2 && name.compare(end - part.size(), part.size(), part) == 0;
+}
 
-// The host and process id in `name` where it is a temporary output's name ("." + <name> +
-// ".blockmm-tmp." + <host> + "." + <pid> + "." + <6 letters or digits>), else pid -1.
+}  // namespace
+
 TemporaryName parse_temporary_name(const std::string& name) {
-  const std::size_t marker = sizeof kMarker - 1;
-  if (name.size() < 2 + marker + 1 + 1 + 1 + 1 + kRandomChars || name[0] != '.') return {};
-  const std::size_t random_at = name.size() - kRandomChars;
+  const std::size_t marker = sizeof kTemporaryMarker - 1;
+  if (name.size() < 2 + marker + 1 + 1 + 1 + 1 + kTemporaryRandomChars || name[0] != '.') return {};
+  const std::size_t random_at = name.size() - kTemporaryRandomChars;
   if (name[random_at - 1] != '.') return {};
   for (std::size_t c = random_at; c < name.size(); ++c)
     if (std::isalnum(static_cast<unsigned char>(name[c])) == 0) return {};
   const std::size_t pid_end = random_at - 1;
   std::size_t pid_begin = pid_end;
   const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
-  while (pid_begin > 0 && pid_end - pid_begin < kPidDigits && digit(name[pid_begin - 1])) --pid_begin;
+  while (pid_begin > 0 && pid_end - pid_begin < kTemporaryPidDigits && digit(name[pid_begin - 1])) --pid_begin;
   if (pid_begin == pid_end || pid_begin == 0 || name[pid_begin - 1] != '.') return {};
   const std::size_t host_end = pid_begin - 1;
   std::size_t host_begin = host_end;
   const auto host_char = [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_';
   };
-  while (host_begin > 0 && host_end - host_begin < kHostChars && host_char(name[host_begin - 1])) --host_begin;
-  if (host_begin == host_end || host_begin < marker + 2) return {};  // "." and a character of the name first
-  if (name.compare(host_begin - marker, marker, kMarker) != 0) return {};
+  while (host_begin > 0 && host_end - host_begin < kTemporaryHostChars && host_char(name[host_begin - 1]))
+    --host_begin;
+  if (host_begin == host_end) return {};
   TemporaryName parsed;
+  // The two forms cannot be confused: one ends in "lk.", the other in "tmp.".
+  const std::string locked = std::string(kTemporaryMarker) + kLockedTemporaryFlag;
+  if (holds_before(name, host_begin, locked))
+    parsed.locked = true;
+  else if (!holds_before(name, host_begin, kTemporaryMarker))
+    return {};
   parsed.host = name.substr(host_begin, host_end - host_begin);
   parsed.pid = std::strtol(name.substr(pid_begin, pid_end - pid_begin).c_str(), nullptr, 10);
   return parsed;
 }
+
+namespace {
 
 bool has_option(const std::string& options, const std::string& wanted) {
   std::istringstream list(options);
@@ -99,7 +103,7 @@ std::pair<std::string, std::string> mount_of(dev_t device) {
 
 // Whether the file system of the folder open as `dir_fd` shows every host's locks to every host.
 // Local file systems are told by their magic number; network ones also need their mount options.
-bool folder_shares_locks(int dir_fd) {
+bool shares_locks(int dir_fd) {
   struct Known {
     unsigned long magic;
     const char* type;
@@ -165,21 +169,31 @@ void remove_stale_temporaries(const std::string& dir, const std::string& host) {
   DIR* listing = ::opendir(dir.c_str());
   if (listing == nullptr) return;  // the creation reports an unusable directory
   const int dir_fd = ::dirfd(listing);
-  int shares_locks = -1;  // asked at the first candidate
+  int locks_seen = -1;  // whether the folder shows every host's locks, asked at the first candidate
   while (const dirent* entry = ::readdir(listing)) {
     const std::string name = entry->d_name;
     const TemporaryName owner = parse_temporary_name(name);
-    if (owner.pid <= 0) continue;
-    // A process of that id here: perhaps the run itself, or a run of an older blockmm, which took no lock.
+    // Unmarked: its creator took no lock (an older blockmm, or none could be taken), so a free lock
+    // proves nothing about it.
+    if (owner.pid <= 0 || !owner.locked) continue;
+    // A process of that id here, perhaps the run itself: kept, whatever its lock says (a second guard).
     const bool a_pid = owner.pid <= std::numeric_limits<pid_t>::max();
     if (owner.host == host && a_pid &&
         (owner.pid == static_cast<long>(::getpid()) || ::kill(static_cast<pid_t>(owner.pid), 0) == 0 || errno != ESRCH))
       continue;
-    if (shares_locks < 0) shares_locks = folder_shares_locks(dir_fd) ? 1 : 0;
-    if (shares_locks == 0) break;
+    if (locks_seen < 0) locks_seen = shares_locks(dir_fd) ? 1 : 0;
+    if (locks_seen == 0) break;
     remove_if_dead(dir_fd, dir, name, owner.pid);
   }
   ::closedir(listing);
+}
+
+bool folder_shares_locks(const std::string& dir) {
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return false;
+  const bool shared = shares_locks(dir_fd);
+  ::close(dir_fd);
+  return shared;
 }
 
 }  // namespace blockmm::io

@@ -5,13 +5,13 @@
 #include <exception>
 #include <future>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "core/error.hpp"
 #include "core/placing_sink.hpp"
 #include "core/stopwatch.hpp"
+#include "multiply/backend_threads.hpp"
 #include "multiply/shared_right_operand.hpp"
 #include "multiply/shared_rows.hpp"
 #include "multiply/whole_inputs.hpp"
@@ -64,26 +64,6 @@ struct Rank {
   kernels::Backend& backend(std::size_t w) const { return *team[w]; }
 };
 
-// Runs body(w) for each backend w, on a thread of its own where there are several (one on the
-// calling thread, whose OpenMP team exists and which MPI-IO may need); rethrows the first failure.
-template <typename Body>
-void on_each_backend(std::size_t backends, Body&& body) {
-  if (backends == 1) return body(std::size_t{0});
-  std::vector<std::exception_ptr> failures(backends);
-  std::vector<std::thread> threads;
-  for (std::size_t w = 0; w < backends; ++w)
-    threads.emplace_back([&, w] {
-      try {
-        body(w);
-      } catch (...) {
-        failures[w] = std::current_exception();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& failure : failures)
-    if (failure) std::rethrow_exception(failure);
-}
-
 // The rank's records from partition::distribute; or its operands, where every rank of a node
 // builds whole inputs.
 void place(Rank& rank, io::InputFile& a_file, io::InputFile& b_file, const PlacementPlan& plan) {
@@ -120,7 +100,7 @@ void place(Rank& rank, io::InputFile& a_file, io::InputFile& b_file, const Place
   rank.share_rows = comm.sum(dist.shared.empty() ? 1 : 0) == 0;  // every rank shares rows, or none does
   if (dist.b_in_file) {
     rank.b_file = std::move(dist.b);
-    dist.b = partition::rows_in_file(rank.b_file, dist.b_rows, dist.b_records);
+    dist.b = partition::rows_in_file(rank.b_file, dist.b_rows, dist.b_records, b_file.path());
   }
   dist.b_records = dist.b->size();
   rank.input_records = dist.b_records + dist.a->size() + (dist.below ? dist.below->size() : 0) +
@@ -146,6 +126,8 @@ LayoutPlan plan_rank_layout(Rank& rank, const PlacementPlan& placement) {
     if (!first.traits().device)
       facts.b_host_bytes = facts.b_bytes * (dist.b_shared_on_node ? 1 : facts.backends);
     facts.b_host_room = placement.b_room;
+    facts.host_memory = rank.options.host_memory;
+    facts.host_memory_asked = rank.options.host_memory_asked;
     plan = plan_layout(facts);
     if (plan.max_panel_bytes > 0)  // the bytes a panel may take, as blocks (B's take about the same each)
       rank.max_panel_blocks = std::max<std::int64_t>(
@@ -234,7 +216,7 @@ void build_columns(Rank& rank, const LayoutPlan& plan) {
   if (rank.b_file) {
     counts = partition::column_counts(*rank.b_file, dist.b_rows, a_columns);
     cut = partition::column_cut(counts, plan.panels, rank.max_panel_blocks);
-    panels = partition::panels_in_file(rank.b_file, dist.b_rows, cut, counts);
+    panels = partition::panels_in_file(rank.b_file, dist.b_rows, cut, counts, rank.b_input->path());
   } else {
     MemoryRecordSource held(dist.b->take());
     counts = partition::column_counts(held, {}, a_columns);

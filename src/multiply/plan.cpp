@@ -15,7 +15,7 @@ PlacementPlan plan_placement(const PlacementFacts& facts) {
     // A chunk is computed while the one before it is written.
     plan.b_room = options.host_memory - facts.a_host_bytes - 2 * options.chunk_bytes;
     if (plan.b_room <= 0 && options.host_memory_asked)
-      throw ResourceError("this rank's rows of A (" + mib(facts.a_host_bytes) + ") and two output chunks (" +
+      throw OutOfMemoryError("this rank's rows of A (" + mib(facts.a_host_bytes) + ") and two output chunks (" +
                           mib(2 * options.chunk_bytes) + ") take more than --host-memory (" + mib(options.host_memory) +
                           "): raise it, use more ranks (they split A's rows) or a smaller --chunk-size");
     plan.b_room = std::max<std::int64_t>(0, plan.b_room);  // a default that cannot hold A: no bound, as before it
@@ -59,6 +59,27 @@ PlacementPlan plan_placement(const PlacementFacts& facts) {
   return plan;
 }
 
+namespace {
+
+// The refusal of a host memory that cuts B into `panels` panels, more than kMaxHostMemoryPanels,
+// with the least --host-memory that does not: the room whose host cap, floor(floor(R / W) * 4 / 5),
+// holds B in the most panels the limit allows, rounds of W (plan_layout's own rule, inverted).
+[[noreturn]] void refuse_host_memory_panels(const LayoutFacts& facts, std::int64_t panels) {
+  const std::int64_t backends = std::max(1, facts.backends);
+  const std::int64_t most = std::max<std::int64_t>(1, kMaxHostMemoryPanels / backends) * backends;
+  const std::int64_t cap = (facts.b_bytes + most - 1) / most;
+  const std::int64_t room = (5 * cap + 3) / 4 * backends;
+  const std::int64_t least = facts.host_memory - facts.b_host_room + room;
+  throw OutOfMemoryError("B (" + mib(facts.b_bytes) + " on this rank) would be cut into " + std::to_string(panels) +
+                         " panels to fit " +
+                         (facts.host_memory_asked ? "--host-memory (" : "the host memory (the default --host-memory, ") +
+                         mib(facts.host_memory) + "), each built twice from B; past " +
+                         std::to_string(kMaxHostMemoryPanels) + " panels, reading B costs more than the product: " +
+                         "give --host-memory " + mib(least) + " or more");
+}
+
+}  // namespace
+
 LayoutPlan plan_layout(const LayoutFacts& facts) {
   LayoutPlan plan;
   const int backends = std::max(1, facts.backends);
@@ -78,15 +99,17 @@ LayoutPlan plan_layout(const LayoutFacts& facts) {
       left = facts.room - facts.numeric_bytes;
     }
     if (left <= 0)
-      throw ResourceError("each GPU must hold a numeric chunk (" + mib(facts.numeric_bytes) +
+      throw OutOfMemoryError("each GPU must hold a numeric chunk (" + mib(facts.numeric_bytes) +
                           ") beside B's panels, more than its memory budget leaves (" + mib(facts.room) +
                           "): raise --mem-budget");
     cap = std::max<std::int64_t>(1, left * 4 / 5);
   }
   // (A rank that shares its operands keeps B whole: the placement weighed B for the node, and
   // where the node's ranks do not all need it whole, each holds only its share of B's rows.)
+  bool host_bound = false;  // the host memory, not a GPU's, sizes the panels
   if (facts.b_host_room > 0 && facts.b_host_bytes > facts.b_host_room && !facts.shares) {
     const std::int64_t host_cap = std::max<std::int64_t>(1, facts.b_host_room / backends * 4 / 5);
+    host_bound = cap == 0 || host_cap < cap;
     cap = cap > 0 ? std::min(cap, host_cap) : host_cap;
   }
   if (cap == 0) return plan;
@@ -95,6 +118,7 @@ LayoutPlan plan_layout(const LayoutFacts& facts) {
   plan.max_panel_bytes = cap;
   const std::int64_t needed = (facts.b_bytes + cap - 1) / cap;
   const std::int64_t rounds = std::max<std::int64_t>(1, (needed + backends - 1) / backends);
+  if (host_bound && rounds * backends > kMaxHostMemoryPanels) refuse_host_memory_panels(facts, rounds * backends);
   plan.panels = static_cast<int>(std::min<std::int64_t>(rounds * backends, 1 << 20));
   return plan;
 }

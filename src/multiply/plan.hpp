@@ -35,7 +35,8 @@ struct PlacementPlan {
   std::vector<std::string> refused;  // what was not taken, and why
 };
 
-// Throws ResourceError where the rank's rows of A and a chunk alone exceed the host memory.
+// Throws OutOfMemoryError (MemoryError in Python) where the rank's rows of A and a chunk alone
+// exceed the host memory.
 PlacementPlan plan_placement(const PlacementFacts& facts);
 
 struct LayoutFacts {
@@ -48,7 +49,19 @@ struct LayoutFacts {
   std::int64_t numeric_bytes = 0;  // a numeric phase's least, beside its operands
   std::int64_t b_host_bytes = 0;   // the rank's B in host memory, where its backend builds it
   std::int64_t b_host_room = 0;    // host bytes B may take at once (0: no bound)
+  std::int64_t host_memory = 0;    // the rank's host memory (--host-memory or its default), of which b_host_room is left
+  bool host_memory_asked = false;  // --host-memory given
 };
+
+// The most panels the host memory may cut B into. Each panel is built twice (its symbolic and
+// its numeric phase), each build a pass over B's file where B is left in it (or over the
+// panel's records), and A is met once a panel: P panels read B 2P times. On the dev VM a B three
+// times --host-memory (3 panels) took 3.4-3.7 times the unlimited run (bench/NOTES.md item 42),
+// about one run's time a panel; 64 panels would take some 64 times as long (128 passes over B),
+// past the point where a run that fails at once and names the memory it needs serves better
+// than one that runs for days. (A --host-memory just above A and two chunks once cut B into up to
+// 2^20 panels of a byte each.)
+constexpr int kMaxHostMemoryPanels = 64;
 
 struct LayoutPlan {
   bool split_columns = false;   // else rows: one backend, or the rank's rows split over the team
@@ -59,7 +72,9 @@ struct LayoutPlan {
   bool a_in_host_memory = false;
 };
 
-// Throws ResourceError where a numeric chunk alone exceeds a backend's room.
+// Throws OutOfMemoryError where a numeric chunk alone exceeds a backend's room, and where the host
+// memory would cut B into more than kMaxHostMemoryPanels panels (naming the least --host-memory
+// that does not).
 LayoutPlan plan_layout(const LayoutFacts& facts);
 
 // "12 MiB", rounded up.

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "core/error.hpp"
@@ -57,10 +58,11 @@ class IndexedPanel final : public RecordSource {
   std::vector<std::int64_t> index_;
 };
 
-// What the panels of one file share: the file, the rows taken, and one reader at a time where
-// the file's reads are not thread-safe (HDF5).
+// What the panels of one file share: the file, its name, the rows taken, and one reader at a
+// time where the file's reads are not thread-safe (HDF5).
 struct ScannedFile {
   std::shared_ptr<RecordSource> file;
+  std::string name;
   std::vector<char> rows;
   std::mutex lock;
 };
@@ -75,6 +77,7 @@ class ScannedPanel final : public RecordSource {
   bool concurrent() const override { return false; }
   // A read that continues the last one continues its scan; any other starts a new one.
   void read(std::int64_t first, std::int64_t count, std::byte* dest) const override {
+    if (records_ == 0) return;  // nothing to find: no pass over the file
     const std::int64_t stride = stride_of();
     if (first != taken_) taken_ = next_ = piece_at_ = piece_records_ = 0;
     while (count > 0) {
@@ -85,7 +88,11 @@ class ScannedPanel final : public RecordSource {
       dest += stride;
       --count;
     }
-    if (taken_ == records_) {  // the pass is over
+    if (taken_ == records_) {  // the pass is over once the rest of the file holds none of the panel's
+      while (next_ < file_->file->size() || piece_at_ < piece_records_) {
+        if (piece_at_ == piece_records_) next_piece();
+        if (keeps(piece_.data() + piece_at_++ * stride)) changed("more blocks");
+      }
       piece_ = LargeVector<std::byte>();
       piece_at_ = piece_records_ = 0;
     }
@@ -98,7 +105,7 @@ class ScannedPanel final : public RecordSource {
     out.shape = shape();
     out.bytes.resize(static_cast<std::size_t>(size() * stride()));
     const RecordSource& file = *file_->file;
-    if (!file.concurrent()) {
+    if (!file.concurrent() || records_ == 0) {
       read(0, size(), out.bytes.data());
       return out;
     }
@@ -121,14 +128,13 @@ class ScannedPanel final : public RecordSource {
             if (keeps(piece.data() + q * stride)) kept.insert(kept.end(), piece.data() + q * stride, piece.data() + (q + 1) * stride);
           const std::int64_t n = static_cast<std::int64_t>(kept.size()) / stride;
           const std::int64_t at = filled.fetch_add(n);
-          if (at + n > records_) throw Error(ExitCode::other, "internal error: B's file holds more records of a panel than counted");
+          if (at + n > records_) changed("more blocks");
           if (n > 0) std::memcpy(out.bytes.data() + at * stride, kept.data(), kept.size());
         });
       }
     }
     failure.rethrow_if_failed();
-    if (filled.load() != records_)
-      throw Error(ExitCode::other, "internal error: B's file holds fewer records of a panel than it did when counted");
+    if (filled.load() != records_) changed("fewer blocks");
     return out;
   }
 
@@ -138,10 +144,16 @@ class ScannedPanel final : public RecordSource {
     const std::int32_t row = record_row(record), col = record_col(record);
     return col >= col_begin_ && col < col_end_ && (file_->rows.empty() || file_->rows[static_cast<std::size_t>(row)] != 0);
   }
+  // B is read again for each panel: a file that changed since its blocks were counted (another
+  // program writing it) is bad input, named, as partition's exchange names it.
+  [[noreturn]] void changed(const char* how) const {
+    throw InputError(file_->name + ": the file changed while it was read (" + how + " in block-columns [" +
+                     std::to_string(col_begin_) + ", " + std::to_string(col_end_) + ") than " +
+                     std::to_string(records_) + " when they were counted)");
+  }
   void next_piece() const {
     const RecordSource& file = *file_->file;
-    if (next_ == file.size())
-      throw Error(ExitCode::other, "internal error: B's file holds fewer records of a panel than it did when counted");
+    if (next_ == file.size()) changed("fewer blocks");
     piece_records_ = std::min(records_a_piece(file), file.size() - next_);
     piece_.resize(static_cast<std::size_t>(piece_records_ * stride_of()));
     {
@@ -183,9 +195,30 @@ ColumnCounts column_counts(const RecordSource& b, const std::vector<char>& rows,
   return counts;
 }
 
+namespace {
+
+// `cut` without ranges that hold no block, each merged into the range before it (those before
+// the first block into the first that holds one): an empty panel would cost its builds (on a
+// file, two passes over it) for nothing. One range where no column holds a block.
+std::vector<std::int32_t> without_empty_ranges(const std::vector<std::int32_t>& cut, const ColumnCounts& counts) {
+  std::vector<std::int32_t> out{cut.front()};
+  bool holds = false;  // the range begun last holds a block
+  for (std::size_t q = 0; q + 1 < cut.size(); ++q) {
+    std::int64_t blocks = 0;
+    for (std::int32_t j = cut[q]; j < cut[q + 1]; ++j) blocks += counts.blocks[static_cast<std::size_t>(j)];
+    if (blocks == 0) continue;
+    if (holds) out.push_back(cut[q]);
+    holds = true;
+  }
+  out.push_back(cut.back());
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::int32_t> column_cut(const ColumnCounts& counts, int panels, std::int64_t max_blocks) {
   const std::vector<std::int32_t> even = balanced_ranges(counts.work, panels);
-  if (max_blocks <= 0) return even;
+  if (max_blocks <= 0) return without_empty_ranges(even, counts);
   std::vector<std::int32_t> cut{0};
   for (std::size_t q = 0; q + 1 < even.size(); ++q) {
     std::int64_t held = 0;
@@ -199,7 +232,7 @@ std::vector<std::int32_t> column_cut(const ColumnCounts& counts, int panels, std
     }
     cut.push_back(even[q + 1]);
   }
-  return cut;
+  return without_empty_ranges(cut, counts);
 }
 
 std::vector<std::unique_ptr<RecordSource>> panels_in_memory(std::shared_ptr<const InputRecords> records,
@@ -216,19 +249,22 @@ std::vector<std::unique_ptr<RecordSource>> panels_in_memory(std::shared_ptr<cons
   return out;
 }
 
-std::unique_ptr<RecordSource> rows_in_file(std::shared_ptr<RecordSource> file, std::vector<char> rows, std::int64_t records) {
+std::unique_ptr<RecordSource> rows_in_file(std::shared_ptr<RecordSource> file, std::vector<char> rows, std::int64_t records,
+                                           std::string name) {
   const std::int32_t columns = file->shape().block_rows();
   auto shared = std::make_shared<ScannedFile>();
   shared->file = std::move(file);
+  shared->name = std::move(name);
   shared->rows = std::move(rows);
   return std::make_unique<ScannedPanel>(std::move(shared), 0, columns, records);
 }
 
 std::vector<std::unique_ptr<RecordSource>> panels_in_file(std::shared_ptr<RecordSource> file, std::vector<char> rows,
                                                           const std::vector<std::int32_t>& cut,
-                                                          const ColumnCounts& counts) {
+                                                          const ColumnCounts& counts, std::string name) {
   auto shared = std::make_shared<ScannedFile>();
   shared->file = std::move(file);
+  shared->name = std::move(name);
   shared->rows = std::move(rows);
   std::vector<std::unique_ptr<RecordSource>> out;
   for (std::size_t q = 0; q + 1 < cut.size(); ++q) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/block_matrix.hpp"
@@ -29,9 +30,10 @@ std::vector<std::int64_t> blocks_per_column(const RecordSource& records);
 ColumnCounts column_counts(const RecordSource& b, const std::vector<char>& rows,
                            const std::vector<std::int64_t>& a_per_column);
 
-// Bounds of contiguous block-column ranges (panels + 1 of them, or more): `panels` of
+// Bounds of contiguous block-column ranges (panels + 1 of them, more, or fewer): `panels` of
 // near-equal work, each cut again where it holds more than `max_blocks` blocks (0: no bound; a
-// column alone may hold more).
+// column alone may hold more); a range without blocks is merged into its neighbour (one range
+// where no column holds a block), so that no panel is built, or B's file read, for nothing.
 std::vector<std::int32_t> column_cut(const ColumnCounts& counts, int panels, std::int64_t max_blocks);
 
 // Each panel's records in column order, over B's records in memory.
@@ -39,15 +41,20 @@ std::vector<std::unique_ptr<RecordSource>> panels_in_memory(std::shared_ptr<cons
                                                             const std::vector<std::int32_t>& cut);
 
 // The records of `file` (B's records where they lie, read in pieces) in the rows flagged in
-// `rows` (empty: every row), `records` of them, read in one pass: the rank's B, left in its file.
-std::unique_ptr<RecordSource> rows_in_file(std::shared_ptr<RecordSource> file, std::vector<char> rows, std::int64_t records);
+// `rows` (empty: every row), `records` of them, read in one pass: the rank's B, left in its file
+// (named `name` in messages).
+std::unique_ptr<RecordSource> rows_in_file(std::shared_ptr<RecordSource> file, std::vector<char> rows, std::int64_t records,
+                                           std::string name);
 
 // Each panel's records in column order, over `file` (B's records where they lie, read in
-// pieces), those of the rows flagged in `rows` (empty: every row); `counts` sizes each panel, and
-// a file that disagrees with it throws. Reads continue a scan where the last ended, so that a
-// backend that reads a panel in order (not concurrently) makes one pass.
+// pieces, named `name` in messages), those of the rows flagged in `rows` (empty: every row);
+// `counts` sizes each panel. Reads continue a scan where the last ended, so that a backend that
+// reads a panel in order (not concurrently) makes one pass. The file is read again for each
+// panel: a pass that finds more or fewer of the panel's records than counted (the file changed
+// in between) throws InputError naming the file. A pass read in order ends with the rest of the
+// file, which must hold none of the panel's records.
 std::vector<std::unique_ptr<RecordSource>> panels_in_file(std::shared_ptr<RecordSource> file, std::vector<char> rows,
                                                           const std::vector<std::int32_t>& cut,
-                                                          const ColumnCounts& counts);
+                                                          const ColumnCounts& counts, std::string name);
 
 }  // namespace blockmm::partition

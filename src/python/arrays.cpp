@@ -147,8 +147,13 @@ void ArrayInputFile::read_keys(RecordRange range, std::int32_t* keys) {
 
 std::string ArrayInputFile::locate_duplicate(std::int32_t i, std::int32_t j) const {
   if (i < 0 || i >= header_.n / header_.m) return "";
+  // indptr is read again here, on an error's path, without the GIL: whatever the caller's memory
+  // holds by now, only the k blocks the construction checked are looked at.
+  const std::int64_t k = header_.k;
+  const std::int64_t begin = std::clamp<std::int64_t>(arrays_.indptr[i], 0, k);
+  const std::int64_t end = std::clamp<std::int64_t>(arrays_.indptr[i + 1], begin, k);
   std::vector<std::int64_t> found;
-  for (std::int64_t q = arrays_.indptr[i]; q < arrays_.indptr[i + 1] && found.size() < 2; ++q)
+  for (std::int64_t q = begin; q < end && found.size() < 2; ++q)
     if (arrays_.indices[q] == j) found.push_back(q);
   if (found.size() < 2) return "";
   return " at blocks " + text(found[0]) + " and " + text(found[1]) + " of its arrays (0-based)";

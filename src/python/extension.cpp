@@ -4,8 +4,8 @@
 // callable once their size is known; the GIL is released while the product computes (taken back
 // only to allocate the output); Ctrl-C cancels it (a SIGINT handler chained before Python's, in
 // the main thread) and raises KeyboardInterrupt; blockmm's errors become ValueError (bad input,
-// a malformed setting), MemoryError (out of memory) or RuntimeError (a GPU, anything else), with
-// blockmm's one-line message.
+// a malformed setting), MemoryError (out of memory, a budget too small) or RuntimeError (a GPU,
+// anything else), told by their type (python::describe_failure), with blockmm's one-line message.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <new>
 #include <optional>
 #include <string>
 
@@ -163,6 +162,8 @@ struct Output {
   ~Output() { Py_XDECREF(arrays); }
 
   blockmm::python::OutputArrays make(std::int64_t blocks, bool wide, std::int64_t block_rows, std::int64_t m) {
+    // Once a product: a second call would export the buffers again over those held (never released).
+    if (arrays != nullptr) throw blockmm::Error(blockmm::ExitCode::other, "internal error: the output's arrays asked for twice");
     const PyGILState_STATE gil = PyGILState_Ensure();
     const bool made = make_holding_gil(blocks, wide, block_rows, m);
     if (!made) error.fetch();
@@ -189,14 +190,13 @@ struct Output {
   }
 };
 
-// blockmm's error as a Python exception, its message as the command line prints it.
-void raise_error(const blockmm::Error& e) {
-  const std::string message = blockmm::escape_control_characters(e.what());
-  PyObject* type = PyExc_RuntimeError;
-  if (e.code() == blockmm::ExitCode::usage || e.code() == blockmm::ExitCode::bad_input) type = PyExc_ValueError;
-  if (e.code() == blockmm::ExitCode::resource && message.find("out of memory") != std::string::npos)
-    type = PyExc_MemoryError;
-  PyErr_SetString(type, message.c_str());
+// blockmm's error as a Python exception of its kind, its message as the command line prints it.
+void raise_error(const blockmm::python::Failure& failure) {
+  using blockmm::python::FailureKind;
+  PyObject* const type = failure.kind == FailureKind::value    ? PyExc_ValueError
+                         : failure.kind == FailureKind::memory ? PyExc_MemoryError
+                                                               : PyExc_RuntimeError;
+  PyErr_SetString(type, blockmm::escape_control_characters(failure.message).c_str());
 }
 
 std::optional<blockmm::kernels::BackendKind> backend_kind(const char* name) {
@@ -224,8 +224,7 @@ PyObject* multiply(PyObject* /*module*/, PyObject* args) {
   request.memory_budget = mem_budget;
   request.chunk_bytes = chunk_bytes;
 
-  std::optional<blockmm::Error> failure;
-  bool out_of_memory = false;
+  std::optional<blockmm::python::Failure> failure;
   blockmm::multiply::Report report;
   {
     const InterruptHandler handler(interruptible != 0);
@@ -238,23 +237,18 @@ PyObject* multiply(PyObject* /*module*/, PyObject* args) {
       report = blockmm::python::multiply_arrays(
           a_file, b_file, request,
           [&](std::int64_t blocks, bool wide) { return output.make(blocks, wide, block_rows, m); }, cancellation);
-    } catch (const blockmm::Error& e) {
-      failure = e;
-    } catch (const std::bad_alloc&) {
-      out_of_memory = true;
-    } catch (const std::exception& e) {
-      failure = blockmm::Error(blockmm::ExitCode::other, e.what());
+    } catch (...) {
+      failure = blockmm::python::describe_failure(std::current_exception());
     }
     Py_END_ALLOW_THREADS
   }
   // A cancelled product raises KeyboardInterrupt (Python's handler, which the signal reached too,
   // raises it; else it is raised here); a Python error of the allocation is itself.
-  if (interrupted.load() && interruptible != 0 && (failure || out_of_memory)) {
+  if (interrupted.load() && interruptible != 0 && failure) {
     if (PyErr_CheckSignals() == 0) PyErr_SetNone(PyExc_KeyboardInterrupt);
     return nullptr;
   }
   if (output.error.restore()) return nullptr;
-  if (out_of_memory) return PyErr_NoMemory();
   if (failure) {
     raise_error(*failure);
     return nullptr;

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <iterator>
-#include <map>
 #include <mutex>
+#include <new>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "backends/choice.hpp"
@@ -37,7 +38,7 @@ struct ProcessState {
   std::mutex one_product_at_a_time;
   std::unique_ptr<kernels::CudaStart> cuda;  // made by the first product that may take a GPU
   kernels::CudaStart no_gpu{false};          // before that
-  std::map<std::string, multiply::Team> teams;
+  backends::KeptTeams teams;
 };
 ProcessState& process_state() {
   static ProcessState* const state = new ProcessState;
@@ -108,7 +109,7 @@ multiply::Report multiply_arrays(ArrayInputFile& a, ArrayInputFile& b, const Pro
   };
   // GPU teams are kept for the next product; host teams go with this one (their chunk buffers).
   struct DropHostTeams {
-    std::map<std::string, multiply::Team>& teams;
+    backends::KeptTeams& teams;
     ~DropHostTeams() {
       for (auto it = teams.begin(); it != teams.end();)
         it = !it->second.empty() && it->second[0]->traits().device ? std::next(it) : teams.erase(it);
@@ -119,11 +120,37 @@ multiply::Report multiply_arrays(ArrayInputFile& a, ArrayInputFile& b, const Pro
   // spare (a GPU's host threads mostly wait), one on a small machine.
   ArrayProductWriter writer(allocate, cancellation, std::clamp(team.threads / 4, 1, 4));
   CancellingObserver observer(cancellation);
-  multiply::Report report = multiply::multiply(a, b, factory, writer, comm,
-                                               backends::product_options(settings, request.chunk_bytes, team.threads),
-                                               observer);
-  writer.finish();
-  return report;
+  try {
+    multiply::Report report = multiply::multiply(a, b, factory, writer, comm,
+                                                 backends::product_options(settings, request.chunk_bytes, team.threads),
+                                                 observer);
+    writer.finish();
+    return report;
+  } catch (...) {
+    // A cancelled product stopped between chunks: its GPUs' team is as good as before.
+    if (!cancellation.requested()) backends::drop_teams_after_failure(state.teams, std::current_exception());
+    throw;
+  }
+}
+
+Failure describe_failure(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const OutOfMemoryError& e) {
+    return {FailureKind::memory, e.what()};
+  } catch (const Error& e) {
+    const bool given = e.code() == ExitCode::usage || e.code() == ExitCode::bad_input;
+    return {given ? FailureKind::value : FailureKind::runtime, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {FailureKind::memory, "out of memory"};
+  } catch (const std::system_error& e) {
+    const bool memory = e.code() == std::errc::not_enough_memory;
+    return {memory ? FailureKind::memory : FailureKind::runtime, e.what()};
+  } catch (const std::exception& e) {
+    return {FailureKind::runtime, e.what()};
+  } catch (...) {
+    return {FailureKind::runtime, "internal error: an exception of unknown type"};
+  }
 }
 
 }  // namespace blockmm::python

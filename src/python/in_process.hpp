@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <optional>
+#include <string>
 
 #include "kernels/backend.hpp"
 #include "multiply/report.hpp"
@@ -26,11 +28,25 @@ struct ProductRequest {
 
 // C = A x B into arrays that `allocate` makes once the block count is known. Products of one
 // process run one at a time (the GPUs' team is the process's). Throws blockmm::Error with the
-// command line's message and exit code (InputError for bad arrays, ResourceError for memory or a
-// GPU, UsageError for a malformed BLOCKMM_* variable); after a cancellation, whatever it threw,
-// cancellation.requested() is true. The process's OpenMP thread count is left as it was.
+// command line's message and exit code (InputError for bad arrays, OutOfMemoryError for memory,
+// ResourceError for a GPU, UsageError for a malformed BLOCKMM_* variable); after a cancellation,
+// whatever it threw, cancellation.requested() is true. A failure that may have broken the kept
+// GPUs' team drops it (backends::drop_teams_after_failure). The process's OpenMP thread count is
+// left as it was.
 multiply::Report multiply_arrays(ArrayInputFile& a, ArrayInputFile& b, const ProductRequest& request,
                                  const AllocateOutput& allocate, const Cancellation& cancellation);
+
+// What a failed product raises in Python, told by the exception's type, never its text
+// (docs/python.md): ValueError for what the caller gave (UsageError, InputError: bad arrays or
+// options, a malformed BLOCKMM_* variable); MemoryError for memory (OutOfMemoryError: an
+// allocation refused, a budget too small for the product; std::bad_alloc; ENOMEM); RuntimeError
+// for the rest (no usable GPU, a GPU's failure, a thread that cannot start, an internal error).
+enum class FailureKind { value, memory, runtime };
+struct Failure {
+  FailureKind kind = FailureKind::runtime;
+  std::string message;
+};
+Failure describe_failure(const std::exception_ptr& error);
 
 // GPUs the process's CUDA sees (starting CUDA's driver, as a product that may take a GPU does);
 // 0 without a GPU or in a build without CUDA.

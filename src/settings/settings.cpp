@@ -47,6 +47,8 @@ const std::vector<Variable> kTable = {
      "1: sample each GPU's free memory around every device allocation (--stats=json's observed device peak)"},
     {"BLOCKMM_TEST_NODE_MEMORY", Audience::developer, "pause|refuse=R",
      "tests: the node's rank R cannot open the node's shared memory, or its first rank stops once it allocated it"},
+    {"BLOCKMM_TEST_PAUSE", Audience::developer, "numeric",
+     "tests: each rank stops for up to a minute as its numeric phase starts (its output begun), saying so on stderr"},
 };
 
 // Reads one variable with its parser; a parser returns false for a malformed value.
@@ -202,6 +204,10 @@ Settings Settings::read(const Lookup& lookup) {
     else if (t.rfind("refuse=", 0) == 0 && parse_integer(t.substr(7), 0, 1 << 20, v)) s.test_node_memory_refuse = static_cast<int>(v);
     else return false;
     return true;
+  });
+  r.read("BLOCKMM_TEST_PAUSE", [&](const std::string& t) {
+    s.test_pause_numeric = t == "numeric";
+    return s.test_pause_numeric;
   });
   s.given = r.take_given();
 

@@ -67,6 +67,7 @@ struct Settings {
   CudaOverrides cuda;
   int test_node_memory_refuse = -1;    // BLOCKMM_TEST_NODE_MEMORY=refuse=R
   bool test_node_memory_pause = false; // BLOCKMM_TEST_NODE_MEMORY=pause
+  bool test_pause_numeric = false;     // BLOCKMM_TEST_PAUSE=numeric
 
   // Environment that is not blockmm's own but changes what it does (nullptr-free copies, ""
   // where unset).

@@ -64,8 +64,8 @@ TEST(LayoutPlan, AInHostMemoryWhereItDoesNotFitBesideTheNumericChunks) {
 TEST(LayoutPlan, ARoomBelowTheNumericChunksIsAClearError) {
   try {
     (void)plan_team(1, 10 * MiB, 10 * MiB, 16 * MiB, 17 * MiB, 0);
-    FAIL() << "expected a ResourceError";
-  } catch (const ResourceError& e) {
+    FAIL() << "expected an OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("--mem-budget"), std::string::npos) << message;
     EXPECT_NE(message.find("17 MiB"), std::string::npos) << message;

@@ -2,7 +2,7 @@
 // ranks and backends allow: each capability is taken exactly where the table of its conditions
 // below says, refused with one line naming it everywhere else it was asked for, and what the
 // placement takes never makes the layout split B on a rank that shares its operands. Then the
-// layout's sizes, and the refusals that end a run.
+// layout's sizes, and the refusals that end a run (a host memory that would cut B too fine).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -129,7 +129,7 @@ TEST(RankPlan, AHostMemoryThatCannotHoldAIsRefusedOnlyWhereAskedFor) {
   try {
     plan_placement(facts);
     FAIL() << "no refusal";
-  } catch (const ResourceError& e) {
+  } catch (const OutOfMemoryError& e) {  // a memory refusal by type: MemoryError in Python
     EXPECT_EQ(std::string(e.what()),
               "this rank's rows of A (60 MiB) and two output chunks (32 MiB) take more than --host-memory (64 MiB): "
               "raise it, use more ranks (they split A's rows) or a smaller --chunk-size");
@@ -177,7 +177,7 @@ TEST(RankPlan, LayoutRefusesWhatNoPanelCutMakesFitAndKeepsSharedOperandsWhole) {
   facts.b_bytes = 100 * kMiB;
   facts.numeric_bytes = 20 * kMiB;
   facts.room = 16 * kMiB;  // a numeric chunk alone does not fit (A would stay in host memory)
-  EXPECT_THROW(plan_layout(facts), ResourceError);
+  EXPECT_THROW(plan_layout(facts), OutOfMemoryError);
   facts.room = 0;
   facts.shares = true;  // a rank that shares its operands keeps B whole past the host memory
   facts.b_host_bytes = 100 * kMiB;
@@ -185,6 +185,53 @@ TEST(RankPlan, LayoutRefusesWhatNoPanelCutMakesFitAndKeepsSharedOperandsWhole) {
   EXPECT_FALSE(plan_layout(facts).split_columns);
   facts.room = 50 * kMiB;  // (a GPU's room: GPUs never share their operands)
   EXPECT_THROW(plan_layout(facts), Error);
+}
+
+// A --host-memory just above A and two chunks once cut B into up to 2^20 panels, each built twice
+// from B's file (some 240 TB read for a 10 GB B). Past kMaxHostMemoryPanels the plan refuses
+// (exit 5), naming the least --host-memory that runs; that much, or more, plans at most so many.
+TEST(RankPlan, AHostMemoryThatWouldCutBIntoTooManyPanelsIsRefusedNamingTheLeastThatRuns) {
+  for (const int backends : {1, 3}) {
+    SCOPED_TRACE(std::to_string(backends) + " backends");
+    LayoutFacts facts;
+    facts.backends = backends;
+    facts.a_bytes = 100 * kMiB;
+    facts.b_bytes = 10240 * kMiB;
+    facts.b_host_bytes = facts.b_bytes * backends;
+    facts.numeric_bytes = 20 * kMiB;
+    facts.host_memory_asked = true;
+    const std::int64_t beside_b = facts.a_bytes + 2 * 256 * kMiB;  // A's rows and two chunks
+    const auto plan_with = [&](std::int64_t host_memory) {
+      facts.host_memory = host_memory;
+      facts.b_host_room = host_memory - beside_b;
+      return plan_layout(facts);
+    };
+    std::string said;
+    try {
+      plan_with(beside_b + 1);
+      FAIL() << "a byte of room for B was planned";
+    } catch (const OutOfMemoryError& e) {
+      said = e.what();
+    }
+    EXPECT_EQ(said.rfind("B (10240 MiB on this rank) would be cut into ", 0), 0u) << said;
+    EXPECT_NE(said.find(" panels to fit --host-memory (613 MiB), each built twice from B; past 64 panels, reading B "
+                        "costs more than the product: give --host-memory "),
+              std::string::npos)
+        << said;
+    const std::size_t at = said.rfind("give --host-memory ") + 19;
+    const std::int64_t least = std::stoll(said.substr(at)) * kMiB;
+    const LayoutPlan plan = plan_with(least);
+    EXPECT_TRUE(plan.split_columns);
+    EXPECT_LE(plan.panels, kMaxHostMemoryPanels);
+    EXPECT_GT(plan.panels, kMaxHostMemoryPanels / 2) << "the least --host-memory named is far from the least";
+    EXPECT_LE(plan_with(2 * least).panels, kMaxHostMemoryPanels);
+    EXPECT_THROW(plan_with(beside_b + (least - beside_b) * 9 / 10), OutOfMemoryError);
+    // A GPU's room, not the host's, sizing the panels: as many as it takes (B streamed from memory).
+    facts.room = facts.a_bytes + facts.numeric_bytes + 8 * kMiB;
+    facts.b_host_bytes = 0;
+    EXPECT_GT(plan_with(beside_b + 1).panels, kMaxHostMemoryPanels);
+    facts.room = 0;
+  }
 }
 
 }  // namespace

@@ -1,19 +1,25 @@
 // python/arrays.hpp and python/in_process.hpp without an interpreter: BSR arrays as an input file
 // (records, keys, refusals), the array writer (indptr from the pattern, labels, writes in any
-// order, cancellation), and the in-process product against the dense oracle.
+// order, cancellation), the in-process product against the dense oracle, and the kind of Python
+// exception each failure becomes.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstring>
 #include <numeric>
+#include <new>
 #include <random>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "core/error.hpp"
+#include "multiply/plan.hpp"
 #include "python/arrays.hpp"
 #include "python/in_process.hpp"
 #include "support/dense_reference.hpp"
@@ -239,6 +245,71 @@ TEST(InProcess, DuplicateBlocksAndShapesThatDifferAreTheFilesMessages) {
     EXPECT_EQ(e.code(), ExitCode::bad_input);
     EXPECT_EQ(std::string(e.what()), "B: n = 6, m = 2 does not match A (n = 4, m = 2)");
   }
+}
+
+// The kind of Python exception a failure becomes is told by its type: the plan's memory refusals
+// (--host-memory, a GPU's budget) are MemoryError as an allocation refused is, a GPU's failure is
+// RuntimeError whatever its text says (it once matched "out of memory" in the message).
+TEST(InProcess, AFailuresKindIsToldByItsType) {
+  const auto kind = [](const auto& e) { return describe_failure(std::make_exception_ptr(e)).kind; };
+  multiply::PlacementFacts facts;
+  facts.options.host_memory = 64 << 20;
+  facts.options.host_memory_asked = true;
+  facts.options.chunk_bytes = 16 << 20;
+  facts.a_host_bytes = 60 << 20;
+  std::exception_ptr refusal;
+  try {
+    multiply::plan_placement(facts);
+  } catch (...) {
+    refusal = std::current_exception();
+  }
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(describe_failure(refusal).kind, FailureKind::memory) << describe_failure(refusal).message;
+  multiply::LayoutFacts layout;
+  layout.a_bytes = layout.b_bytes = 100 << 20;
+  layout.numeric_bytes = 20 << 20;
+  layout.room = 16 << 20;
+  try {
+    multiply::plan_layout(layout);
+    ADD_FAILURE() << "no refusal";
+  } catch (...) {
+    EXPECT_EQ(describe_failure(std::current_exception()).kind, FailureKind::memory);
+  }
+  EXPECT_EQ(kind(std::bad_alloc()), FailureKind::memory);
+  EXPECT_EQ(kind(std::system_error(std::make_error_code(std::errc::not_enough_memory))), FailureKind::memory);
+  EXPECT_EQ(kind(InputError("A: value 70000")), FailureKind::value);
+  EXPECT_EQ(kind(UsageError("BLOCKMM_RELABEL: x")), FailureKind::value);
+  EXPECT_EQ(kind(ResourceError("CUDA: cudaMalloc: out of memory, said the text")), FailureKind::runtime);
+  EXPECT_EQ(kind(ResourceError("--backend cuda: no usable GPU was found")), FailureKind::runtime);
+  EXPECT_EQ(kind(std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again))),
+            FailureKind::runtime);
+  EXPECT_EQ(kind(Error(ExitCode::other, "internal error")), FailureKind::runtime);
+  const Failure said = describe_failure(std::make_exception_ptr(OutOfMemoryError("the cuda backend needs 9 MiB")));
+  EXPECT_EQ(said.kind, FailureKind::memory);
+  EXPECT_EQ(said.message, "the cuda backend needs 9 MiB");
+}
+
+// The duplicate's place is looked for again on the error's path, without the GIL: arrays the
+// caller changed since (an indptr past the blocks) make it look only at the k blocks checked. The
+// indices end at a page that may not be read: a read past them ends the test.
+TEST(ArrayInput, ADuplicatesPlaceIsLookedForWithinTheCheckedBlocks) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* const mapped = ::mmap(nullptr, 2 * static_cast<std::size_t>(page), PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  ASSERT_EQ(::mprotect(static_cast<char*>(mapped) + page, static_cast<std::size_t>(page), PROT_NONE), 0);
+  auto* const indices = reinterpret_cast<std::int32_t*>(static_cast<char*>(mapped) + page) - 2;
+  indices[0] = 1;
+  indices[1] = 0;
+  Bsr<std::int32_t> bsr = fixed_bsr(4, 2, {0, 2, 2}, {1, 0}, 1);
+  BsrArrays arrays = bsr.arrays();
+  arrays.indices.data = indices;
+  const ArrayInputFile file(arrays);
+  bsr.indptr[1] = 1 << 30;  // changed by the caller after the checks
+  EXPECT_EQ(file.locate_duplicate(0, 1), "");
+  bsr.indptr[0] = -(1 << 30);
+  EXPECT_EQ(file.locate_duplicate(0, 1), "");
+  ::munmap(mapped, 2 * static_cast<std::size_t>(page));
 }
 
 TEST(InProcess, ACancelledProductStopsBeforeItsOutputIsWritten) {

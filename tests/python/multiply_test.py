@@ -265,8 +265,19 @@ class Refusals(unittest.TestCase):
 
 # A child process: a product whose output allocation raises SIGINT (the real signal, through
 # blockmm's handler and Python's), then what it left in the output, then a product that must work.
+# The process's C-level SIGINT action (sigaction, what the kernel calls; signal.getsignal reads
+# only Python's own table) must be Python's again after each product, interrupted or not.
 INTERRUPTED_CHILD = """
-import signal, sys, numpy as np, scipy.sparse as sp, blockmm, blockmm.product
+import ctypes, signal, sys, numpy as np, scipy.sparse as sp, blockmm, blockmm.product
+libc = ctypes.CDLL(None, use_errno=True)
+def sigint_action():
+    # glibc's struct sigaction: the handler (8 bytes), sa_mask (128, of which the kernel's 64
+    # signals are the first 8; glibc leaves the rest as its stack held it), sa_flags (an int).
+    action = ctypes.create_string_buffer(512)
+    if libc.sigaction(signal.SIGINT, None, action) != 0:
+        raise OSError(ctypes.get_errno(), "sigaction")
+    return action.raw[0:16], action.raw[136:140]
+python_action = sigint_action()
 native = blockmm.product._native()
 kept = []
 class Interrupting:
@@ -297,8 +308,10 @@ except KeyboardInterrupt:
     print(f"interrupted, {int((indices >= 0).sum())} of {len(indices)} blocks written")
 blockmm.product._native = lambda: native
 assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+assert sigint_action() == python_action, "the interrupted product left its C SIGINT handler in place"
 c = blockmm.multiply(a, a, backend=BACKEND)
 assert (c.toarray() == np.minimum((a.astype(np.int64) @ a.astype(np.int64)).toarray(), 2**32 - 1)).all()
+assert sigint_action() == python_action, "a product left its C SIGINT handler in place"
 print("then a product")
 """
 
@@ -458,6 +471,18 @@ class Gpu(unittest.TestCase):
         out, err = child.communicate(timeout=240)
         self.assertEqual(child.returncode, 0, err)
         check_stopped_early(self, out)
+
+    def test_a_budget_too_small_is_a_memory_error(self):
+        """A mem_budget that cannot hold the product is refused as the plan or the backend says it
+        (naming --mem-budget), as MemoryError: it was a RuntimeError, told from a GPU's failure by
+        the text "out of memory", which a budget's refusal does not say."""
+        rng = np.random.default_rng(56)
+        a = random_bsr(rng, 64 * 4, 4, 0.5, 1023)
+        with self.assertRaises(MemoryError) as refused:
+            blockmm.multiply(a, a, backend="cuda", gpus=1, mem_budget=1024)
+        self.assertIn("--mem-budget", str(refused.exception))
+        c = blockmm.multiply(a, a, backend="cuda", gpus=1)  # the kept team multiplies after it
+        self.assertTrue(np.array_equal(c.toarray(), scipy_product(a, a)))
 
     def test_every_gpu_and_one_gpu_agree(self):
         rng = np.random.default_rng(55)

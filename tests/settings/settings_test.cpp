@@ -72,6 +72,7 @@ TEST(Settings, DocumentedValuesAreRead) {
                                 {"BLOCKMM_CUDA_TC", "0"},
                                 {"BLOCKMM_CUDA_PROBE_MEMORY", "1"},
                                 {"BLOCKMM_TEST_NODE_MEMORY", "refuse=2"},
+                                {"BLOCKMM_TEST_PAUSE", "numeric"},
                                 {"OMP_NUM_THREADS", "4,2"},
                                 {"COLUMNS", "132"},
                                 {"TERM", "xterm"}});
@@ -97,6 +98,7 @@ TEST(Settings, DocumentedValuesAreRead) {
   EXPECT_EQ(s.cuda.tensor_core_blocks, Switch::off);
   EXPECT_TRUE(s.cuda.probe_memory);
   EXPECT_EQ(s.test_node_memory_refuse, 2);
+  EXPECT_TRUE(s.test_pause_numeric);
   EXPECT_EQ(s.omp_num_threads, "4,2");
   EXPECT_EQ(s.columns, 132);
   EXPECT_EQ(s.terminal, "xterm");
@@ -129,6 +131,7 @@ TEST(Settings, MalformedValuesAreUsageErrorsNamingTheVariable) {
       {"BLOCKMM_CUDA_TC", {"on"}},
       {"BLOCKMM_CUDA_PROBE_MEMORY", {"yes", "2"}},
       {"BLOCKMM_TEST_NODE_MEMORY", {"refuse", "refuse=x", "stop"}},
+      {"BLOCKMM_TEST_PAUSE", {"1", "symbolic"}},
   };
   EXPECT_EQ(bad.size(), table().size()) << "every variable of the table has malformed values here";
   for (const auto& [name, values] : bad)

@@ -5,8 +5,8 @@
 
 namespace blockmm::kernels::cuda {
 
-ResourceError budget_error(std::int64_t room, std::int64_t need) {
-  return ResourceError("the cuda backend needs " + std::to_string((need >> 20) + 1) +
+OutOfMemoryError budget_error(std::int64_t room, std::int64_t need) {
+  return OutOfMemoryError("the cuda backend needs " + std::to_string((need >> 20) + 1) +
                        " MiB of device memory beyond this rank's operands, but the budget leaves " +
                        std::to_string(std::max<std::int64_t>(0, room) >> 20) +
                        " MiB (raise --mem-budget, or use more ranks)");

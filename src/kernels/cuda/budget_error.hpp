@@ -9,7 +9,7 @@
 namespace blockmm::kernels::cuda {
 
 // The error for a budget whose `room` (beyond the operands) is below the `need` of the smallest
-// workable buffers: names both and what to change.
-ResourceError budget_error(std::int64_t room, std::int64_t need);
+// workable buffers: names both and what to change. A memory refusal (MemoryError in Python).
+OutOfMemoryError budget_error(std::int64_t room, std::int64_t need);
 
 }  // namespace blockmm::kernels::cuda

@@ -255,8 +255,8 @@ class CudaBackend final : public Backend {
     // workspace, the reserve): an explicit budget less that, or a share of the memory still free.
     cublas_.settle();
     const std::int64_t room = this->room();
-    if (room <= 0)
-      throw ResourceError("the cuda backend holds " + std::to_string((ledger_.held() >> 20) + 1) +
+    if (room <= 0)  // a memory refusal, by type (MemoryError in Python)
+      throw OutOfMemoryError("the cuda backend holds " + std::to_string((ledger_.held() >> 20) + 1) +
                           " MiB of device memory for this rank's operands and patterns and CUDA's own, as much as "
                           "the budget of " +
                           std::to_string(budget_ >> 20) + " MiB (raise --mem-budget, or run on more GPUs: they split B)");

@@ -3,10 +3,12 @@
 # the benchmarks and CUDA for two GPUs, 735 CPU-s where blockmm is 135): it builds the
 # `programs` target, which must make every program that command and "A typical session" run,
 # and compile nothing of tests/ or bench/. Reads Ninja's plan (`ninja -t commands`); skips with
-# another generator.
-# usage: quickstart_build.sh README.md BUILD_DIR GENERATOR MAKE_PROGRAM
+# another generator. Where the build has blockmm's Python extension (blockmm._native, which
+# `blockmm.multiply` in the session's last line imports; `cmake --install` installs it), `programs`
+# must link it too: it once did not, and that line failed with ImportError after the quick start.
+# usage: quickstart_build.sh README.md BUILD_DIR GENERATOR MAKE_PROGRAM [NATIVE_MODULE_FILE_NAME]
 set -euo pipefail
-readme=$1 build=$2 generator=$3 ninja=$4
+readme=$1 build=$2 generator=$3 ninja=$4 native=${5:-}
 fail() { echo "FAIL: $*"; exit 1; }
 first=$(awk '/^## Quick start/ { found = 1 } found && /^```bash/ { getline; print; exit }' "$readme")
 [ -n "$first" ] || fail "no first command under '## Quick start' in $readme"
@@ -28,4 +30,9 @@ for program in $programs; do
   [ -f "$build/$program" ] && [ "$(head -c 2 "$build/$program")" = "#!" ] ||
     fail "the quick start runs $program, which the programs target does not make"
 done
+if [ -n "$native" ]; then
+  grep -Fq -- "-o python/blockmm/$native" <<<"$plan" ||
+    fail "programs does not link the Python extension python/blockmm/$native (blockmm.multiply, installed by cmake --install)"
+  programs+=$'\n'"python/blockmm/$native"
+fi
 echo "programs makes $(tr '\n' ' ' <<<"$programs")and compiles nothing of tests/ or bench/"

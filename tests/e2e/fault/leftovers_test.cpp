@@ -206,8 +206,9 @@ TEST(Leftovers, SigkillOfTheProcessAloneLeavesNoTemporary) {
 // writing anything into that folder removes it once it is older than the margin, and says so: not
 // only a run on the same output. A temporary of a live process, a recent one of another host, one
 // whose lock is held (another host's run, even one with this host's tag and a dead process id:
-// a run in another PID namespace), and files that only look alike stay; an old unlocked one of
-// another host goes.
+// a run in another PID namespace), an unmarked one (a run of a blockmm from before the lock, which
+// took none, or one whose lock was refused) and files that only look alike stay; an old unlocked
+// marked one of another host goes.
 TEST(Leftovers, AnyRunInTheFolderRemovesStaleTemporaries) {
   const GeneratedInputs inputs(kPlainN, "0.05");
   ScratchDir dir("blockmm-leftovers");
@@ -222,22 +223,24 @@ TEST(Leftovers, AnyRunInTheFolderRemovesStaleTemporaries) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(path_exists(temp)) << "SIGKILL of the process group cannot be cleaned up: the file should be there";
   ASSERT_TRUE(date_back(temp, 700));
-  // ".X.bin.blockmm-tmp.<host>.<pid>.<random>": the host as blockmm names it.
-  const std::string marker = ".blockmm-tmp.";
+  // ".X.bin.blockmm-tmp.lk.<host>.<pid>.<random>": the host as blockmm names it.
+  const std::string marker = ".blockmm-tmp.lk.";
+  ASSERT_NE(temp.find(marker), std::string::npos) << temp << " is not marked as held by its lock";
   const std::size_t host_at = temp.find(marker) + marker.size();
   const std::string host = temp.substr(host_at, temp.find('.', host_at) - host_at);
   const std::string dead = std::to_string(child.pid());
   const std::vector<std::string> kept = {
-      ".Z.bin.blockmm-tmp." + host + "." + std::to_string(::getpid()) + ".abcdef",  // a live process's
-      ".Z.bin.blockmm-tmp.not" + host + "." + dead + ".abcdef",                     // another host's, recent
-      ".Z.bin.blockmm-tmp." + host + "." + dead + ".abc",                           // not blockmm's name
-      "Z.bin.blockmm-tmp." + host + "." + dead + ".abcdef",                         // not hidden
+      ".Z.bin.blockmm-tmp.lk." + host + "." + std::to_string(::getpid()) + ".abcdef",  // a live process's
+      ".Z.bin.blockmm-tmp.lk.not" + host + "." + dead + ".abcdef",                     // another host's, recent
+      ".Z.bin.blockmm-tmp.lk." + host + "." + dead + ".abc",                           // not blockmm's name
+      "Z.bin.blockmm-tmp.lk." + host + "." + dead + ".abcdef",                         // not hidden
+      ".U.bin.blockmm-tmp.node1." + dead + ".abcdef",  // unmarked: an older blockmm's run, perhaps live
   };
   const std::vector<std::string> locked = {
-      ".W.bin.blockmm-tmp.node1." + dead + ".abcdef",        // another host's live run (its tag node1)
-      ".W.bin.blockmm-tmp." + host + "." + dead + ".abcdef",  // a live run this one cannot see
+      ".W.bin.blockmm-tmp.lk.node1." + dead + ".abcdef",        // another host's live run (its tag node1)
+      ".W.bin.blockmm-tmp.lk." + host + "." + dead + ".abcdef",  // a live run this one cannot see
   };
-  const std::string dead_elsewhere = out + "/.V.bin.blockmm-tmp.node1." + dead + ".abcdef";
+  const std::string dead_elsewhere = out + "/.V.bin.blockmm-tmp.lk.node1." + dead + ".abcdef";
   for (const std::string& name : kept) write_text(out + "/" + name, "someone else's\n");
   for (const std::string& name : locked) write_text(out + "/" + name, "a live run's partial output\n");
   write_text(dead_elsewhere, "a dead run's partial output\n");

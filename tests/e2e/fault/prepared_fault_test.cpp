@@ -2,8 +2,10 @@
 // docs/output.md): the output mapped once, its pages prepared by threads of their own beside the
 // compute, in one file or in parts. The other fault tests run one thread, or a disk, and do not
 // reach it. On a tmpfs mounted for the test (skipped where mounting is not allowed):
-// - SIGTERM while the preparing threads work (.bin, .h5, .h5 in parts): exit 128 + SIGTERM,
-//   nothing left, the existing output as it was;
+// - SIGTERM while the output is being written (.bin, .h5, .h5 in parts), the map made and its
+//   pages being prepared: exit 128 + SIGTERM, nothing left, the existing output as it was. The
+//   run stops there (BLOCKMM_TEST_PAUSE=numeric) until the signal comes: on a fast host a run
+//   once committed before a signal timed by the temporary's size landed;
 // - two runs at once into a tmpfs that holds one product but not two: whichever the pages run
 //   out under (its reservation may have passed: the other run had not yet taken them) exits 4
 //   with one line, no run leaves a temporary file or a part, and what is left is either nothing
@@ -11,8 +13,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -67,12 +71,15 @@ TEST(FaultPrepared, SigtermWhileThePagesArePreparedLeavesTheExistingOutput) {
     if (!tmpfs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs on " << mnt << " (" << tmpfs.why() << "): needs root";
     const std::string target = mnt + "/" + output.name;
     write_text(target, kPrevious);
-    // The reference backend computes the whole product before its one write: the map and the
-    // preparing threads are at work from the moment its size is known (the temporary reserved
-    // whole, or its HDF5 layout written after the parts') until then.
-    Child child(prepared_run(inputs.a(), inputs.b(), target, output, "reference"));
-    const std::string temp = wait_for_temporary(child, mnt, output.name, 512, 120);
-    ASSERT_FALSE(temp.empty()) << "the run ended before its temporary output appeared\n" << child.wait(10).describe();
+    // The run stops as its numeric phase starts: the output begun (the temporary made and
+    // mapped, its pages being prepared; a parted output's parts too), nothing committed.
+    Child child(prepared_run(inputs.a(), inputs.b(), target, output, "cpu"), {"BLOCKMM_TEST_PAUSE=numeric"});
+    const auto begin = Clock::now();
+    while (child.err().find("its output begun; pausing") == std::string::npos && !child.exited() && since(begin) < 120)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_NE(child.err().find("its output begun; pausing"), std::string::npos)
+        << "the run never reached its numeric phase\n" << child.wait(10).describe();
+    ASSERT_FALSE(wait_for_temporary(child, mnt, output.name, 0, 10).empty()) << "no temporary output while it writes";
     ASSERT_EQ(::kill(child.pid(), SIGTERM), 0);
     const Finished done = child.wait(60);
     EXPECT_FALSE(done.timed_out) << done.describe();

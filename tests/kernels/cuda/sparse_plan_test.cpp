@@ -115,7 +115,8 @@ TEST(SparsePlan, BuffersFitTheRoomAndChunksHoldTheChunkSize) {
   EXPECT_EQ(plan.chunk_tiles, 128);  // at least one unit (128 tiles of m = 4)
   const SparsePlan big = plan_sparse(layout, 4, kernel, std::int64_t{1} << 30, 1000 * 72, {});
   EXPECT_EQ(big.chunk_tiles, 1000);
-  EXPECT_THROW(plan_sparse(layout, 4, kernel, 128 * (2 * 72 + 1), 1000 * 72, {}), ResourceError);  // the units need 16 bytes each too
+  // The units need 16 bytes each too; a memory refusal by type (MemoryError in Python).
+  EXPECT_THROW(plan_sparse(layout, 4, kernel, 128 * (2 * 72 + 1), 1000 * 72, {}), OutOfMemoryError);
 }
 
 // The tensor-core block kernel where asked for and m = 8, 16, 32 (else the CUDA-core kernels,

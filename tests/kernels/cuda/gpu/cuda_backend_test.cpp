@@ -278,7 +278,7 @@ TEST_F(CudaBackend, OutputTenTimesTheMemoryBudgetGivesTheSameBytes) {
   ASSERT_TRUE(reference.output.bytes == chunked.output.bytes) << compare_outputs(reference.output, chunked.output);
 }
 
-TEST_F(CudaBackend, BudgetBelowTheInputsIsAClearResourceError) {
+TEST_F(CudaBackend, BudgetBelowTheInputsIsAClearOutOfMemoryError) {
   std::mt19937_64 rng(8);
   RandomSpec spec;
   spec.n = 64;
@@ -287,8 +287,8 @@ TEST_F(CudaBackend, BudgetBelowTheInputsIsAClearResourceError) {
   const InputRecords a = random_blocks(spec, rng), b = random_blocks(spec, rng);
   try {
     multiply(a, b, BackendKind::cuda, std::int64_t{1} << 20, 1024);
-    FAIL() << "expected a ResourceError";
-  } catch (const ResourceError& e) {
+    FAIL() << "expected an OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {  // a memory refusal by type: MemoryError in Python
     EXPECT_NE(std::string(e.what()).find("--mem-budget"), std::string::npos) << e.what();
   }
 }
