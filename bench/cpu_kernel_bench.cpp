@@ -1,6 +1,6 @@
 // The cpu numeric phase alone, at every block-kernel level this CPU supports: reads two COL380
 // inputs, builds the operands and the tile pattern once, then runs cpu_numeric_at_level into a
-// sink that discards the records (no output I/O), and reports per level the wall time, the
+// sink that discards the records (no output I/O), and reports the build's and the symbolic phase's CPU time, then per level the wall time, the
 // process CPU time of the phase and the useful GMAC/s per core, both by wall time x threads
 // and by CPU time (the latter is what a core delivers while it runs, on a machine shared with
 // other work).  Usage: cpu_kernel_bench A.bin B.bin [repeats [level ...]]   (threads: OMP_NUM_THREADS;
@@ -62,10 +62,21 @@ int main(int argc, char** argv) {
     if (a.shape != b.shape) throw std::runtime_error("A and B differ in n or m");
     const std::int32_t p = a.shape.block_rows();
     auto dup = [](std::int32_t i, std::int32_t j) { return "duplicate block (" + std::to_string(i) + ", " + std::to_string(j) + ")"; };
-    const BlockMatrix am = operands::build_block_matrix(a, 0, p, operands::OperandRole::left, dup);
-    const BlockMatrix bm = operands::build_block_matrix(b, 0, p, operands::OperandRole::right, dup);
+    // The build and the symbolic phase too, in CPU time (the least of `repeats`).
+    double build_cpu = 1e30, symbolic_cpu = 1e30;
+    BlockMatrix am, bm;
+    TilePattern pattern;
+    for (int rep = 0; rep < std::max(1, repeats); ++rep) {
+      const double cpu0 = cpu_seconds();
+      am = operands::build_block_matrix(a, 0, p, operands::OperandRole::left, dup);
+      bm = operands::build_block_matrix(b, 0, p, operands::OperandRole::right, dup);
+      const double cpu1 = cpu_seconds();
+      pattern = kernels::cpu_symbolic({am, bm});
+      build_cpu = std::min(build_cpu, cpu1 - cpu0);
+      symbolic_cpu = std::min(symbolic_cpu, cpu_seconds() - cpu1);
+    }
     const kernels::Operands ops{am, bm};
-    const TilePattern pattern = kernels::cpu_symbolic(ops);
+    std::printf("build cpu %.3f s  symbolic cpu %.3f s\n", build_cpu, symbolic_cpu);
     const double macs = static_cast<double>(operands::count_block_products(ops.a, ops.b)) * a.shape.m * a.shape.m * a.shape.m;
     const int threads = omp_get_max_threads();
     std::printf("n=%d m=%d tiles=%lld useful_macs=%.4g threads=%d\n", a.shape.n, a.shape.m,

@@ -60,6 +60,21 @@ BlockRowKernel portable_block_row_kernel(std::int32_t m) {
   }
 }
 
+std::int64_t padded_accumulator_stride(SimdLevel level, std::int32_t m) {
+  const bool tile_lanes = m >= 2 && m <= 7 && m != 4;
+  if (!tile_lanes || (level != SimdLevel::avx512_planes && level != SimdLevel::avx512_vnni)) return 0;
+  return 16 * ((std::int64_t{m} * m + 15) / 16);
+}
+
+RowKernel row_kernel(SimdLevel level, std::int32_t m) {
+  if (padded_accumulator_stride(level, m) == 0 || !cpu_has(level)) return nullptr;
+#if defined(BLOCKMM_X86_KERNELS)
+  return level == SimdLevel::avx512_vnni ? avx512_vnni_row_kernel(m) : avx512_planes_row_kernel(m);
+#else
+  return nullptr;
+#endif
+}
+
 std::string to_string(SimdLevel level) {
   switch (level) {
     case SimdLevel::portable: return "portable";

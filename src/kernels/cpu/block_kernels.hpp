@@ -33,4 +33,15 @@ SimdLevel best_simd_level();
 // not available (see simd_level_available) or m < 1.
 BlockRowKernel block_row_kernel(SimdLevel level, std::int32_t m);
 
+// The accumulator stride (in uint32) at which that kernel works on whole aligned registers: for
+// the small-block kernels that hold a tile in the lanes of a few registers (m = 2, 3, 5, 6, 7 on
+// AVX-512), 16 lanes a register; 0 where the kernel has no such stride. Given a 64-byte aligned
+// accumulator at this stride, such a kernel loads and stores whole registers (the lanes past
+// m^2 are scratch); at any other stride it masks them.
+std::int64_t padded_accumulator_stride(SimdLevel level, std::int32_t m);
+
+// The whole-row kernel of those small-block kernels (RowTask), or null where `level` has none
+// for m (then padded_accumulator_stride is 0 too).
+RowKernel row_kernel(SimdLevel level, std::int32_t m);
+
 }  // namespace blockmm::kernels::cpu

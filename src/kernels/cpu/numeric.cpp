@@ -50,6 +50,21 @@ double seconds_since(Clock::time_point start) {
 struct RowScratch {
   std::vector<std::int32_t> slot;  // block-column -> tile of the current piece (0, 1, ...), or -1
   std::vector<std::uint64_t> a_wide;  // the kernels' widened copy of the current A block
+  std::vector<std::uint32_t> padded;  // the piece's accumulators at the kernel's padded stride
+
+  std::uint32_t* padded_tiles() {  // 64-byte aligned: whole registers a tile
+    const auto at = reinterpret_cast<std::uintptr_t>(padded.data());
+    return padded.data() + ((64 - at % 64) % 64) / 4;
+  }
+};
+
+// The kernel's padded accumulator stride for this m (0: it accumulates in the records), and
+// the most tiles a piece accumulates there: a short row's tiles stay in L1 (64 to 256 bytes a
+// tile), a longer piece accumulates in its records.
+struct Accumulation {
+  std::int64_t padded_stride = 0;
+  std::int64_t max_padded_tiles = 0;
+  cpu::RowKernel row_kernel = nullptr;  // a whole row at once, at the padded stride
 };
 
 // Tiles [tile_begin, tile_end) of the pattern, all in local block-row r.
@@ -61,7 +76,7 @@ struct RowPiece {
 
 // Computes the piece's tiles into their records at `out` (the record of the piece's first tile).
 void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPiece& piece,
-                    cpu::BlockRowKernel kernel, RowScratch& scratch, std::byte* out) {
+                    cpu::BlockRowKernel kernel, const Accumulation& accumulation, RowScratch& scratch, std::byte* out) {
   const BlockMatrix& a = ops.a;
   const BlockRowsView& b = ops.b;
   const std::int32_t m = a.shape.m;
@@ -74,19 +89,34 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
 
   // The records: headers set, values zeroed; the kernels accumulate into the values in place
   // (4-byte aligned: the buffer is, and a record is 8 + 4 m^2 bytes).
-  std::memset(out, 0, static_cast<std::size_t>(tiles * stride));
+  // Small blocks accumulate at the kernel's padded stride (whole aligned registers a tile: the
+  // masked stores of neighbouring tiles in record layout held up the next tile's load) and are
+  // copied into the records after the piece.
+  const bool padded = accumulation.padded_stride > 0 && tiles <= accumulation.max_padded_tiles;
   for (std::int64_t t = 0; t < tiles; ++t) {
     set_record_index(out + t * stride, i, pattern.col[first + t]);
     scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
   }
   std::uint32_t* acc = reinterpret_cast<std::uint32_t*>(out + 8);
-  const std::int64_t acc_stride = stride / 4;
+  std::int64_t acc_stride = stride / 4;
+  if (padded) {
+    acc_stride = accumulation.padded_stride;
+    acc = scratch.padded_tiles();
+    std::memset(acc, 0, static_cast<std::size_t>(tiles * acc_stride) * 4);
+  } else {
+    for (std::int64_t t = 0; t < tiles; ++t) std::memset(out + t * stride + 8, 0, static_cast<std::size_t>(mm) * 4);
+  }
   // A piece narrower than its row reads only the part of each B row inside its columns.
   const bool whole_row = first == pattern.row_ptr[r] && piece.tile_end == pattern.row_ptr[r + 1];
   const std::int32_t j_first = pattern.col[first];
   const std::int32_t j_last = pattern.col[piece.tile_end - 1];
 
-  for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+  if (padded && whole_row && accumulation.row_kernel != nullptr) {
+    const std::int64_t e0 = a.row_ptr[r];
+    accumulation.row_kernel(cpu::RowTask{acc, acc_stride, a.block_values(e0), a.col.data() + e0, a.row_ptr[r + 1] - e0,
+                                         b.row_ptr, b.col, b.values, b.row_begin, b.rows_held(), scratch.slot.data()});
+  }
+  for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1] && !(padded && whole_row && accumulation.row_kernel); ++e) {
     const std::int32_t kr = a.col[e] - b.row_begin;
     if (kr < 0 || kr >= b.rows_held()) continue;
     std::int64_t f0 = b.row_ptr[kr];
@@ -105,6 +135,7 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::uint32_t* c = acc + t * acc_stride;
     lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
+    if (padded) std::memcpy(out + t * stride + 8, c, static_cast<std::size_t>(mm) * 4);
     scratch.slot[pattern.col[first + t]] = -1;
   }
   if (lost_tile)
@@ -138,6 +169,11 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   // A row with more tiles than a thread's share of the chunk is split between threads.
   const std::int64_t piece_tiles = std::max<std::int64_t>(1, chunk_tiles / threads);
   const cpu::BlockRowKernel kernel = cpu::block_row_kernel(level, m);
+  Accumulation accumulation;
+  accumulation.padded_stride = cpu::padded_accumulator_stride(level, m);
+  accumulation.row_kernel = cpu::row_kernel(level, m);
+  if (accumulation.padded_stride > 0)
+    accumulation.max_padded_tiles = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (accumulation.padded_stride * 4));
   const std::int64_t total = pattern.tiles();
 
   NumericReport report;
@@ -169,6 +205,8 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   for (RowScratch& s : scratch) {
     s.slot.assign(static_cast<std::size_t>(p), -1);
     s.a_wide.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(m));
+    if (accumulation.padded_stride > 0)
+      s.padded.resize(static_cast<std::size_t>(accumulation.max_padded_tiles * accumulation.padded_stride) + 16);
   }
   std::vector<RowPiece> pieces;
 
@@ -222,7 +260,7 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
       for (std::int64_t q = 0; q < piece_count; ++q) {
         try {
           const RowPiece& piece = pieces[static_cast<std::size_t>(q)];
-          multiply_piece(ops, pattern, piece, kernel, mine, buffer.data() + (piece.tile_begin - t0) * stride);
+          multiply_piece(ops, pattern, piece, kernel, accumulation, mine, buffer.data() + (piece.tile_begin - t0) * stride);
           if (options.tiles_computed != nullptr)
             options.tiles_computed->fetch_add(piece.tile_end - piece.tile_begin, std::memory_order_relaxed);
         } catch (...) {
