@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < std::max(1, repeats); ++rep) {
       const double cpu0 = cpu_seconds();
       am = operands::build_block_matrix(a, 0, p, operands::OperandRole::left, dup);
-      bm = operands::build_block_matrix(b, 0, p, operands::OperandRole::right, dup);
+      bm = operands::build_block_matrix(b, 0, p, operands::OperandRole::right, dup, false);
       const double cpu1 = cpu_seconds();
       pattern = kernels::cpu_symbolic({am, bm});
       build_cpu = std::min(build_cpu, cpu1 - cpu0);

@@ -16,6 +16,16 @@ namespace {
 void set_bit(std::uint64_t* mask, std::int32_t bit) { mask[bit >> 6] |= std::uint64_t{1} << (bit & 63); }
 
 void compute_mask(const std::uint16_t* v, std::int32_t m, OperandRole role, std::uint64_t* mask) {
+  if (m <= 64) {  // one word, built in a register: an OR into memory an element chained the stores
+    std::uint64_t bits = 0;
+    for (std::int32_t r = 0; r < m; ++r) {
+      std::uint64_t columns = 0;
+      for (std::int32_t c = 0; c < m; ++c) columns |= std::uint64_t{v[std::int64_t{r} * m + c] != 0} << c;
+      bits |= role == OperandRole::left ? columns : std::uint64_t{columns != 0} << r;
+    }
+    mask[0] = bits;
+    return;
+  }
   for (std::int32_t r = 0; r < m; ++r)
     for (std::int32_t c = 0; c < m; ++c)
       if (v[std::int64_t{r} * m + c] != 0) set_bit(mask, role == OperandRole::left ? c : r);
@@ -125,7 +135,7 @@ void sort_row_by_column(std::uint64_t* keys, std::int64_t n, int column_bits, st
 }
 
 BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
-                               OperandRole role, const DuplicateMessage& duplicate_message) {
+                               OperandRole role, const DuplicateMessage& duplicate_message, bool with_csc) {
   const std::int32_t m = records.shape.m;
   const std::int64_t mm = records.shape.block_values();
   const std::int32_t rows = row_end - row_begin;
@@ -246,7 +256,7 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
       ++b;
     }
   }
-  if (role == OperandRole::right) build_csc(matrix);
+  if (role == OperandRole::right && with_csc) build_csc(matrix);
   return matrix;
 }
 

@@ -24,8 +24,10 @@ using blockmm::OperandRole;
 void sort_row_by_column(std::uint64_t* keys, std::int64_t n, int column_bits, std::uint64_t* scratch);
 
 // Every record's block-row must lie in [row_begin, row_end). Throws InputError on a duplicate.
+// A right operand gets its CSC too unless `with_csc` is false (the host kernels never read it;
+// the cuda backend's upload of a host build does).
 BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
-                               OperandRole role, const DuplicateMessage& duplicate_message);
+                               OperandRole role, const DuplicateMessage& duplicate_message, bool with_csc = true);
 
 // Block products (pairs A(i,k), B(k,j)) of a panel whose B rows are `b`'s: the work every
 // backend must do.

@@ -93,10 +93,6 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
   // masked stores of neighbouring tiles in record layout held up the next tile's load) and are
   // copied into the records after the piece.
   const bool padded = accumulation.padded_stride > 0 && tiles <= accumulation.max_padded_tiles;
-  for (std::int64_t t = 0; t < tiles; ++t) {
-    set_record_index(out + t * stride, i, pattern.col[first + t]);
-    scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
-  }
   std::uint32_t* acc = reinterpret_cast<std::uint32_t*>(out + 8);
   std::int64_t acc_stride = stride / 4;
   if (padded) {
@@ -104,7 +100,11 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
     acc = scratch.padded_tiles();
     std::memset(acc, 0, static_cast<std::size_t>(tiles * acc_stride) * 4);
   } else {
-    for (std::int64_t t = 0; t < tiles; ++t) std::memset(out + t * stride + 8, 0, static_cast<std::size_t>(mm) * 4);
+    std::memset(out, 0, static_cast<std::size_t>(tiles * stride));
+  }
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    set_record_index(out + t * stride, i, pattern.col[first + t]);
+    scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
   }
   // A piece narrower than its row reads only the part of each B row inside its columns.
   const bool whole_row = first == pattern.row_ptr[r] && piece.tile_end == pattern.row_ptr[r + 1];

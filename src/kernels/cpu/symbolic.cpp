@@ -58,20 +58,6 @@ struct HeavyRowBitsets {
   }
 };
 
-// The columns [lo, hi] that row r's B rows span (false: none held).
-bool row_window(const BlockMatrix& a, const BlockRowsView& b, std::int32_t r, std::int32_t& lo, std::int32_t& hi) {
-  bool any = false;
-  for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-    const std::int32_t kr = a.col[e] - b.row_begin;
-    if (kr < 0 || kr >= b.rows_held() || b.row_ptr[kr] == b.row_ptr[kr + 1]) continue;
-    const std::int32_t first = b.col[b.row_ptr[kr]], last = b.col[b.row_ptr[kr + 1] - 1];
-    lo = any ? std::min(lo, first) : first;
-    hi = any ? std::max(hi, last) : last;
-    any = true;
-  }
-  return any;
-}
-
 }  // namespace
 
 TilePattern cpu_symbolic(const Operands& ops) {
@@ -147,25 +133,6 @@ TilePattern cpu_symbolic(const Operands& ops) {
             for (std::int64_t w = 0; w < words; ++w) {
               for (std::uint64_t bits = row_bits[w]; bits != 0; bits &= bits - 1)
                 out.push_back(static_cast<std::int32_t>(w * 64 + __builtin_ctzll(bits)));
-            }
-          } else if (std::int32_t lo = 0, hi = 0; row_window(a, b, r, lo, hi) && (hi - lo) / 64 + 1 <= 2 * estimate) {
-            // A short row over a narrow window of columns (a mesh's band): a bitset of the
-            // window, set and read in column order, instead of a stamp array and a sort.
-            const std::int32_t base = lo & ~63;
-            const std::int64_t span = (hi - base) / 64 + 1;
-            std::fill(row_bits.begin(), row_bits.begin() + span, 0);
-            for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-              const std::int32_t kr = a.col[e] - b.row_begin;
-              if (kr < 0 || kr >= b.rows_held()) continue;
-              const std::uint64_t* amask = a.block_mask(e);
-              for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f) {
-                const std::int32_t j = b.col[f] - base;
-                if (masks_intersect(amask, b.block_mask(f), mw)) row_bits[j >> 6] |= std::uint64_t{1} << (j & 63);
-              }
-            }
-            for (std::int64_t w = 0; w < span; ++w) {
-              for (std::uint64_t bits = row_bits[w]; bits != 0; bits &= bits - 1)
-                out.push_back(static_cast<std::int32_t>(base + w * 64 + __builtin_ctzll(bits)));
             }
           } else {
             found.clear();
