@@ -20,6 +20,7 @@
 #include "operands/host_build.hpp"
 #include "support/multiply.hpp"
 #include "support/random_blocks.hpp"
+#include "kernels/cpu/simd_level_test.hpp"
 
 namespace blockmm::testing {
 namespace {
@@ -28,13 +29,7 @@ using kernels::cpu::SimdLevel;
 
 constexpr std::uint32_t kMax = 0xFFFFFFFFu;
 
-class EveryLevel : public ::testing::TestWithParam<SimdLevel> {
- protected:
-  void SetUp() override {
-    if (!kernels::cpu::simd_level_available(GetParam()))
-      GTEST_SKIP() << kernels::cpu::to_string(GetParam()) << " kernels: not supported by this CPU or build";
-  }
-};
+class EveryLevel : public SimdLevelTest {};
 
 // at_limit / over_limit: uniform in [0, L] with one value L, where L is the one-plane limit for
 // the block size (byte_planes.hpp) or one more; limit_all: every value L.
@@ -344,13 +339,7 @@ TEST(SimdLevels, BestLevelIsAvailableAndPortableAlwaysIs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Levels, EveryLevel, ::testing::ValuesIn(kernels::cpu::kAllSimdLevels),
-                         [](const auto& param_info) {
-                           std::string name = kernels::cpu::to_string(param_info.param);
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Levels, EveryLevel, ::testing::ValuesIn(kernels::cpu::kAllSimdLevels), simd_level_test_name);
 
 }  // namespace
 }  // namespace blockmm::testing

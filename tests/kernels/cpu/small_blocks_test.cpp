@@ -19,6 +19,7 @@
 #include "operands/host_build.hpp"
 #include "support/multiply.hpp"
 #include "support/random_blocks.hpp"
+#include "kernels/cpu/simd_level_test.hpp"
 
 namespace blockmm::testing {
 namespace {
@@ -27,13 +28,7 @@ using kernels::cpu::SimdLevel;
 
 constexpr std::uint32_t kMax = 0xFFFFFFFFu;
 
-class SmallBlocks : public ::testing::TestWithParam<SimdLevel> {
- protected:
-  void SetUp() override {
-    if (!kernels::cpu::simd_level_available(GetParam()))
-      GTEST_SKIP() << kernels::cpu::to_string(GetParam()) << " kernels: not supported by this CPU or build";
-  }
-};
+class SmallBlocks : public SimdLevelTest {};
 
 // A B operand of `rows` block-rows in CSR, each with `per_row` blocks on random distinct columns
 // of [0, columns); values up to `max_b`.
@@ -208,13 +203,7 @@ TEST_P(SmallBlocks, NumericPhaseSaturates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Levels, SmallBlocks, ::testing::ValuesIn(kernels::cpu::kAllSimdLevels),
-                         [](const auto& param_info) {
-                           std::string name = kernels::cpu::to_string(param_info.param);
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Levels, SmallBlocks, ::testing::ValuesIn(kernels::cpu::kAllSimdLevels), simd_level_test_name);
 
 }  // namespace
 }  // namespace blockmm::testing
