@@ -4,7 +4,8 @@
 // process CPU time of the phase and the useful GMAC/s per core, both by wall time x threads
 // and by CPU time (the latter is what a core delivers while it runs, on a machine shared with
 // other work).  Usage: cpu_kernel_bench A.bin B.bin [repeats [level ...]]   (threads: OMP_NUM_THREADS;
-// levels by name, e.g. avx2 avx2-planes: only those, in the order given, alternating per repeat)
+// levels by name, e.g. avx2 avx2-planes: only those, in the order given, alternating per repeat;
+// none: no numeric phase)
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -82,7 +83,12 @@ int main(int argc, char** argv) {
     std::printf("n=%d m=%d tiles=%lld useful_macs=%.4g threads=%d\n", a.shape.n, a.shape.m,
                 static_cast<long long>(pattern.tiles()), macs, threads);
     std::vector<kernels::cpu::SimdLevel> levels;
+    bool phases_only = false;  // level "none": the build and the symbolic phase alone
     for (int q = 4; q < argc; ++q) {
+      if (std::string(argv[q]) == "none") {
+        phases_only = true;
+        continue;
+      }
       bool known = false;
       for (kernels::cpu::SimdLevel level : kernels::cpu::kAllSimdLevels)
         if (kernels::cpu::to_string(level) == argv[q]) {
@@ -91,6 +97,7 @@ int main(int argc, char** argv) {
         }
       if (!known) throw std::runtime_error(std::string("unknown level ") + argv[q]);
     }
+    if (phases_only) return 0;
     // All levels one after another by default; named levels alternate, a round of each per repeat.
     const bool alternate = !levels.empty();
     if (levels.empty()) levels.assign(std::begin(kernels::cpu::kAllSimdLevels), std::end(kernels::cpu::kAllSimdLevels));
