@@ -4,7 +4,8 @@
 // their instruction sets; the anonymous namespace keeps every instantiation private to its file.
 // Layouts: m = 4 holds a whole tile in one register, m = 8 two tile rows, m = 2, 3, 5, 6, 7 a
 // tile in the lanes of one to four registers (avx512_tile_lanes.hpp); other m run in strips of 16
-// columns (the last one masked).
+// columns (the last one masked), or into a padded accumulator over the A block's non-zero rows
+// and columns only (avx512_row_strips.hpp).
 // Each kernel runs the one-plane form for an A block narrow enough (byte_planes.hpp), the two
 // byte planes otherwise.
 #pragma once
@@ -13,6 +14,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/avx512_row_strips.hpp"
 #include "kernels/cpu/avx512_tile_lanes.hpp"
 #include "kernels/cpu/block_row_task.hpp"
 #include "kernels/cpu/byte_planes.hpp"
@@ -23,6 +25,7 @@ namespace {
 template <bool Vnni>
 struct Planes512 {
   using PreparedA = planes::PreparedA;
+  static constexpr bool kVnni = Vnni;
   static constexpr std::int64_t kPrefetchAhead = 4;
 
   static __m512i madd_add(__m512i acc, __m512i a, __m512i b) {
@@ -242,6 +245,11 @@ struct Planes512 {
       case 8: return block_row_8;
       default: return block_row_strips;
     }
+  }
+  // The kernel for a padded accumulator (block_kernels.hpp), or null where m has no padded form.
+  static BlockRowKernel padded_kernel(std::int32_t m) {
+    if (m >= 9 && m <= planes::kMaxBlock) return RowStrips<Planes512>::block_row;
+    return m >= 2 && m <= 7 && m != 4 ? kernel(m) : nullptr;
   }
   static RowKernel row_kernel(std::int32_t m) {
     switch (m) {

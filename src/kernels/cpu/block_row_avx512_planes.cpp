@@ -7,4 +7,6 @@ BlockRowKernel avx512_planes_block_row_kernel(std::int32_t m) { return Planes512
 
 RowKernel avx512_planes_row_kernel(std::int32_t m) { return Planes512<false>::row_kernel(m); }
 
+BlockRowKernel avx512_planes_padded_kernel(std::int32_t m) { return Planes512<false>::padded_kernel(m); }
+
 }  // namespace blockmm::kernels::cpu

@@ -7,4 +7,6 @@ BlockRowKernel avx512_vnni_block_row_kernel(std::int32_t m) { return Planes512<t
 
 RowKernel avx512_vnni_row_kernel(std::int32_t m) { return Planes512<true>::row_kernel(m); }
 
+BlockRowKernel avx512_vnni_padded_kernel(std::int32_t m) { return Planes512<true>::padded_kernel(m); }
+
 }  // namespace blockmm::kernels::cpu

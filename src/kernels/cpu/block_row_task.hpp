@@ -55,5 +55,7 @@ BlockRowKernel avx512_planes_block_row_kernel(std::int32_t m);  // 2 <= m <= pla
 BlockRowKernel avx512_vnni_block_row_kernel(std::int32_t m);    // 2 <= m <= planes::kMaxBlock
 RowKernel avx512_planes_row_kernel(std::int32_t m);  // null where m has no row kernel
 RowKernel avx512_vnni_row_kernel(std::int32_t m);
+BlockRowKernel avx512_planes_padded_kernel(std::int32_t m);  // null where m has no padded form
+BlockRowKernel avx512_vnni_padded_kernel(std::int32_t m);
 
 }  // namespace blockmm::kernels::cpu

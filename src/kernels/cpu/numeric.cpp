@@ -63,7 +63,9 @@ struct RowScratch {
 // tile), a longer piece accumulates in its records.
 struct Accumulation {
   std::int64_t padded_stride = 0;
+  std::int64_t padded_row_stride = 0;  // lanes from one tile row to the next there
   std::int64_t max_padded_tiles = 0;
+  cpu::BlockRowKernel padded_kernel = nullptr;  // an A block at a time, at the padded stride
   cpu::RowKernel row_kernel = nullptr;  // a whole row at once, at the padded stride
 };
 
@@ -89,9 +91,9 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
 
   // The records: headers set, values zeroed; the kernels accumulate into the values in place
   // (4-byte aligned: the buffer is, and a record is 8 + 4 m^2 bytes).
-  // Small blocks accumulate at the kernel's padded stride (whole aligned registers a tile: the
-  // masked stores of neighbouring tiles in record layout held up the next tile's load) and are
-  // copied into the records after the piece.
+  // Small blocks, and m = 9..64, accumulate at the kernel's padded stride (whole aligned registers
+  // a tile or a tile row: the masked stores of neighbouring tiles in record layout held up the next
+  // tile's load) and are copied into the records after the piece.
   const bool padded = accumulation.padded_stride > 0 && tiles <= accumulation.max_padded_tiles;
   std::uint32_t* acc = reinterpret_cast<std::uint32_t*>(out + 8);
   std::int64_t acc_stride = stride / 4;
@@ -127,15 +129,23 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
       f1 = std::upper_bound(cols + f0, cols + f1, j_last) - cols;
     }
     if (f0 >= f1) continue;
-    kernel(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0), b.col + f0,
-                             f1 - f0, scratch.slot.data(), scratch.a_wide.data()});
+    (padded ? accumulation.padded_kernel : kernel)(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0),
+                                                                      b.col + f0, f1 - f0, scratch.slot.data(),
+                                                                      scratch.a_wide.data()});
   }
 
+  // Tiles whose rows lie apart at the padded stride (m >= 9) are copied into their records first.
+  const bool spread_rows = padded && accumulation.padded_row_stride != m;
   bool lost_tile = false;
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::uint32_t* c = acc + t * acc_stride;
+    if (spread_rows) {
+      for (std::int32_t row = 0; row < m; ++row)
+        std::memcpy(out + t * stride + 8 + row * m * 4, c + row * accumulation.padded_row_stride, static_cast<std::size_t>(m) * 4);
+      c = reinterpret_cast<const std::uint32_t*>(out + t * stride + 8);
+    }
     lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
-    if (padded) std::memcpy(out + t * stride + 8, c, static_cast<std::size_t>(mm) * 4);
+    if (padded && !spread_rows) std::memcpy(out + t * stride + 8, c, static_cast<std::size_t>(mm) * 4);
     scratch.slot[pattern.col[first + t]] = -1;
   }
   if (lost_tile)
@@ -171,7 +181,10 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   const cpu::BlockRowKernel kernel = cpu::block_row_kernel(level, m);
   Accumulation accumulation;
   accumulation.padded_stride = cpu::padded_accumulator_stride(level, m);
+  accumulation.padded_row_stride = cpu::padded_row_stride(level, m);
+  accumulation.padded_kernel = cpu::padded_block_row_kernel(level, m);
   accumulation.row_kernel = cpu::row_kernel(level, m);
+  if (accumulation.padded_kernel == nullptr) accumulation.padded_stride = 0;
   if (accumulation.padded_stride > 0)
     accumulation.max_padded_tiles = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (accumulation.padded_stride * 4));
   const std::int64_t total = pattern.tiles();
