@@ -101,11 +101,14 @@ int main(int argc, char** argv) {
     // All levels one after another by default; named levels alternate, a round of each per repeat.
     const bool alternate = !levels.empty();
     if (levels.empty()) levels.assign(std::begin(kernels::cpu::kAllSimdLevels), std::end(kernels::cpu::kAllSimdLevels));
+    // The chunk buffers kept from one run to the next, as the backend keeps them: a run's own
+    // buffers would put their page faults into every figure.
+    kernels::CpuNumericWorkspace workspace;
     auto run_once = [&](kernels::cpu::SimdLevel level) {
       DiscardSink sink;
       const double cpu0 = cpu_seconds();
       const auto t0 = std::chrono::steady_clock::now();
-      const kernels::NumericReport report = kernels::cpu_numeric_at_level(level, ops, pattern, sink, {});
+      const kernels::NumericReport report = kernels::cpu_numeric_at_level(level, ops, pattern, sink, {}, &workspace);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double cpu = cpu_seconds() - cpu0;
       std::printf("%-12s wall %.3f s  cpu %.3f s  GMAC/s per core: %.2f (wall x threads), %.2f (cpu time)\n",
