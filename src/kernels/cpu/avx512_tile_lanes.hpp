@@ -130,13 +130,16 @@ __attribute__((always_inline)) inline void tile_lane_products(const typename Til
   using L = TileLanes<M>;
   const __m512i offset = _mm512_set1_epi16(static_cast<short>(0x8000));
   constexpr std::int64_t mm = M * M;
-  constexpr std::int64_t ahead = 4;  // the B block and tile of the product this far ahead
+  // The B block of the product this far ahead, and its tile where the tiles are the records: a
+  // padded accumulator is a short row's, in L1 or L2, and prefetching its tiles cost 7-10 % of
+  // the phase (bench/NOTES.md item 39).
+  constexpr std::int64_t ahead = 4;
   for (std::int64_t f = 0; f < count; ++f, b += mm) {
     const std::int32_t s = slot[b_col[f]];
     if (f + ahead < count) {
       _mm_prefetch(reinterpret_cast<const char*>(b + ahead * mm), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b + ahead * mm + mm - 1), _MM_HINT_T0);
-      const std::int32_t s_ahead = slot[b_col[f + ahead]];
+      const std::int32_t s_ahead = Padded ? -1 : slot[b_col[f + ahead]];
       if (s_ahead >= 0) {
         _mm_prefetch(reinterpret_cast<const char*>(acc + s_ahead * acc_stride), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(acc + s_ahead * acc_stride + mm - 1), _MM_HINT_T0);
