@@ -1,8 +1,9 @@
 // Exact symbolic phase: C(i,j) is non-empty iff some k has colmask(A(i,k)) & rowmask(B(k,j)).
-// Rows whose estimated work exceeds a bitset's size OR whole precomputed B-row bitsets, so that
-// dense inputs cost p/64 words per A block, not one operation per block product; short rows over
-// a narrow column window (finite elements, multigrid) set a bit a product in a bitset over the
-// window; other light rows collect their columns with a stamp array and sort them.
+// A row whose column window (its B rows' first to last column) is no wider in words than its
+// work collects its columns in a bitset over the window: dense B rows ORed in as precomputed
+// bitsets (dense inputs cost p/64 words per A block, not one operation per block product), other
+// B rows as their words (finite-element rows: runs of neighbouring columns), a bit a product where
+// masks must be tested. Other rows (short, over a wide window) use a stamp array and a sort.
 #include <omp.h>
 
 #include <algorithm>
@@ -56,12 +57,41 @@ struct HeavyRowBitsets {
   }
 };
 
+// Each B row's columns as 64-bit words of a bitset over the columns: (word, bits) for every word
+// the row touches. Finite-element rows hold runs of neighbouring columns (3-D Q1: nine runs of
+// three), so a window row ORs in a third of the words it would set column by column.
+struct RowWords {
+  std::vector<std::int64_t> start;  // per B row (relative to b.row_begin), rows + 1
+  std::vector<std::int32_t> word;
+  std::vector<std::uint64_t> bits;
+
+  explicit RowWords(const BlockRowsView& b) : start(static_cast<std::size_t>(b.rows_held()) + 1, 0) {
+    const std::int32_t rows = b.rows_held();
+    for (std::int32_t r = 0; r < rows; ++r) {  // words a row: its columns' distinct col / 64 (ascending)
+      std::int64_t count = 0;
+      for (std::int64_t f = b.row_ptr[r]; f < b.row_ptr[r + 1]; ++f)
+        count += f == b.row_ptr[r] || (b.col[f] >> 6) != (b.col[f - 1] >> 6);
+      start[r + 1] = start[r] + count;
+    }
+    word.resize(static_cast<std::size_t>(start[rows]));
+    bits.assign(static_cast<std::size_t>(start[rows]), 0);
+#pragma omp parallel for schedule(dynamic, 256) if (b.blocks() >= (1 << 16))
+    for (std::int32_t r = 0; r < rows; ++r) {
+      std::int64_t at = start[r] - 1;
+      for (std::int64_t f = b.row_ptr[r]; f < b.row_ptr[r + 1]; ++f) {
+        if (f == b.row_ptr[r] || (b.col[f] >> 6) != (b.col[f - 1] >> 6)) word[static_cast<std::size_t>(++at)] = b.col[f] >> 6;
+        bits[static_cast<std::size_t>(at)] |= std::uint64_t{1} << (b.col[f] & 63);
+      }
+    }
+  }
+};
+
 // One output row's columns, written in ascending order, by whichever of three forms costs least
 // for it. `row_bits_` is all zero between rows.
 class RowCollector {
  public:
-  RowCollector(const Operands& ops, const HeavyRowBitsets& heavy)
-      : a_(ops.a), b_(ops.b), heavy_(heavy), m_(ops.a.shape.m), mw_(mask_words(ops.a.shape.m)) {
+  RowCollector(const Operands& ops, const HeavyRowBitsets& heavy, const RowWords& words)
+      : a_(ops.a), b_(ops.b), heavy_(heavy), words_(words), m_(ops.a.shape.m), mw_(mask_words(ops.a.shape.m)) {
     stamp_.assign(static_cast<std::size_t>(a_.shape.block_rows()), -1);
     row_bits_.assign(static_cast<std::size_t>(heavy.words), 0);
   }
@@ -85,10 +115,8 @@ class RowCollector {
     out.resize(before + static_cast<std::size_t>(std::min<std::int64_t>(estimate, hi - lo + 1)));
     std::int32_t* const first = out.data() + before;
     std::int32_t* last = first;
-    if (estimate > heavy_.words)
-      last = heavy_row(r, first);
-    else if (window_words <= estimate)
-      last = window_row(r, lo >> 6, window_words, first);
+    if (window_words <= estimate)  // every row whose work exceeds a bitset's size, too
+      last = bitset_row(r, lo >> 6, window_words, first);
     else
       last = stamp_row(r, first);
     out.resize(before + static_cast<std::size_t>(last - first));
@@ -114,39 +142,28 @@ class RowCollector {
     return out;
   }
 
-  // A row whose work exceeds a bitset's size: whole precomputed B-row bitsets ORed in where the
-  // A block's columns are all non-zero, so dense inputs cost p/64 words per A block.
-  std::int32_t* heavy_row(std::int32_t r, std::int32_t* out) {
-    for (std::int64_t e = a_.row_ptr[r]; e < a_.row_ptr[r + 1]; ++e) {
-      const std::int32_t kr = a_.col[e] - b_.row_begin;
-      if (kr < 0 || kr >= b_.rows_held()) continue;
-      const std::uint64_t* brow = heavy_.row(kr);
-      if (brow != nullptr && mask_full(a_.block_mask(e), m_)) {
-        for (std::int64_t w = 0; w < heavy_.words; ++w) row_bits_[w] |= brow[w];
-        continue;
-      }
-      for (std::int64_t f = b_.row_ptr[kr]; f < b_.row_ptr[kr + 1]; ++f)
-        if (intersects(e, f)) row_bits_[b_.col[f] >> 6] |= std::uint64_t{1} << (b_.col[f] & 63);
-    }
-    return read_out(0, heavy_.words, out);
-  }
-
-  // A short row over a narrow column window (finite-element and multigrid rows): a bit a block
-  // product and no branch (a per-product test of a column stamp mispredicts on every new column,
-  // and the found columns then need a sort), the mask test folded into the bit where the A
-  // block's columns are not all non-zero.
-  std::int32_t* window_row(std::int32_t r, std::int64_t base_word, std::int64_t count, std::int32_t* out) {
+  // A row over a column window no wider than its work, in a bitset over the window's words: per A
+  // block whose columns are all non-zero, its B row's precomputed bitset where the B row is dense
+  // (p/64 words an A block, not one operation a block product), else the B row's words (RowWords);
+  // otherwise a bit a block product with the mask test folded into it. No branch a product: a
+  // test of a column stamp mispredicted on every new column, and its columns then needed a sort.
+  std::int32_t* bitset_row(std::int32_t r, std::int64_t base_word, std::int64_t count, std::int32_t* out) {
     std::uint64_t* const bits = row_bits_.data();
     for (std::int64_t e = a_.row_ptr[r]; e < a_.row_ptr[r + 1]; ++e) {
       const std::int32_t kr = a_.col[e] - b_.row_begin;
       if (kr < 0 || kr >= b_.rows_held()) continue;
-      const std::int64_t f0 = b_.row_ptr[kr], f1 = b_.row_ptr[kr + 1];
       if (mask_full(a_.block_mask(e), m_)) {  // every B block (none is all zero) meets it
-        for (std::int64_t f = f0; f < f1; ++f) bits[(b_.col[f] >> 6) - base_word] |= std::uint64_t{1} << (b_.col[f] & 63);
-      } else {
-        for (std::int64_t f = f0; f < f1; ++f)
-          bits[(b_.col[f] >> 6) - base_word] |= std::uint64_t{intersects(e, f)} << (b_.col[f] & 63);
+        const std::uint64_t* brow = heavy_.slot.empty() ? nullptr : heavy_.row(kr);
+        if (brow != nullptr) {
+          for (std::int64_t w = 0; w < count; ++w) bits[w] |= brow[base_word + w];
+        } else {
+          for (std::int64_t w = words_.start[kr]; w < words_.start[kr + 1]; ++w)
+            bits[words_.word[static_cast<std::size_t>(w)] - base_word] |= words_.bits[static_cast<std::size_t>(w)];
+        }
+        continue;
       }
+      for (std::int64_t f = b_.row_ptr[kr]; f < b_.row_ptr[kr + 1]; ++f)
+        bits[(b_.col[f] >> 6) - base_word] |= std::uint64_t{intersects(e, f)} << (b_.col[f] & 63);
     }
     return read_out(base_word, count, out);
   }
@@ -173,6 +190,7 @@ class RowCollector {
   const BlockMatrix& a_;
   const BlockRowsView& b_;
   const HeavyRowBitsets& heavy_;
+  const RowWords& words_;
   const std::int32_t m_, mw_;
   std::vector<std::int32_t> stamp_;
   std::vector<std::uint64_t> row_bits_;
@@ -193,6 +211,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
   const std::int32_t p = a.shape.block_rows();
   const std::int32_t rows = a.rows_held();
   const HeavyRowBitsets heavy(b, p);
+  const RowWords words(b);
 
   TilePattern pattern;
   pattern.row_begin = a.row_begin;
@@ -217,7 +236,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
     std::unique_ptr<RowCollector> collector;
     LargeVector<std::int32_t>& mine = columns[static_cast<std::size_t>(omp_get_thread_num())];
     failure.run([&] {
-      collector = std::make_unique<RowCollector>(ops, heavy);
+      collector = std::make_unique<RowCollector>(ops, heavy, words);
       operands::reserve_in_huge_pages(mine, likely);
     });
 #pragma omp for schedule(dynamic, 1)
