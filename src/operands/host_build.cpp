@@ -173,6 +173,14 @@ SortedPart copy_sorted_part(const InputRecords& records, std::int64_t q0, std::i
   const std::int32_t m = M > 0 ? M : records.shape.m;
   const std::int64_t mm = std::int64_t{m} * m;
   const std::int32_t words = role == OperandRole::plain ? 0 : mask_words(m);
+  // Locals, not the structs' fields: the stores below (int32 columns among them) could alias
+  // those fields, which the compiler then reloaded for every record.
+  const std::byte* rec = records.bytes.data() + q0 * records.stride();
+  const std::int64_t record_stride = records.stride();
+  std::int64_t* const row_ptr = matrix.row_ptr.data();
+  std::int32_t* const col = matrix.col.data();
+  std::uint16_t* const values = matrix.values.data();
+  std::uint64_t* const masks = matrix.masks.data();
   SortedPart part;
   std::uint64_t previous = 0;
   bool first = q0 == 0;
@@ -183,37 +191,36 @@ SortedPart copy_sorted_part(const InputRecords& records, std::int64_t q0, std::i
   }
   std::int32_t row = part.row_before;
   std::int64_t b = q0;
-  for (std::int64_t q = q0; q < q1; ++q) {
-    const std::byte* rec = records.record(q);
-    const std::int32_t i = record_row(rec);
-    const std::uint64_t key = record_key(records, q);
+  for (std::int64_t q = q0; q < q1; ++q, rec += record_stride) {
+    const std::int32_t i = record_row(rec), j = record_col(rec);
+    const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::uint32_t>(i)) << 32 | static_cast<std::uint32_t>(j);
     if (i < row_begin || i >= row_end || (!first && key <= previous)) {
       part.in_order = false;
       return part;
     }
     first = false;
     previous = key;
-    for (; row < i; ++row) matrix.row_ptr[static_cast<std::size_t>(row + 1 - row_begin)] = b;
-    std::uint16_t* out = matrix.values.data() + b * mm;
+    for (; row < i; ++row) row_ptr[row + 1 - row_begin] = b;
+    std::uint16_t* out = values + b * mm;
     if constexpr (M > 0) {
-      if (!small_block<M>(rec + 8, role, out, matrix.masks.data() + b * words)) {
+      if (!small_block<M>(rec + 8, role, out, masks + b * words)) {
         ++part.zeros;
         continue;
       }
     } else {
-      const std::uint16_t* v = records.values(q);
+      const auto* v = reinterpret_cast<const std::uint16_t*>(rec + 8);
       if (all_zero(v, mm)) {
         ++part.zeros;
         continue;
       }
       std::memcpy(out, v, static_cast<std::size_t>(mm) * 2);
       if (words > 0) {
-        std::uint64_t* mask = matrix.masks.data() + b * words;
+        std::uint64_t* mask = masks + b * words;
         std::fill(mask, mask + words, 0);
         compute_mask(v, m, role, mask);
       }
     }
-    matrix.col[static_cast<std::size_t>(b)] = record_col(rec);
+    col[b] = j;
     ++b;
   }
   part.last_row = row;

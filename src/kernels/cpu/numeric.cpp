@@ -77,16 +77,17 @@ struct RowPiece {
 };
 
 // Copies `tiles` small tiles of m^2 contiguous values (MM, or mm where 0) from the padded
-// accumulator into the values of their records; true if one is all zero. m^2 fixed at compile
+// accumulator into their records (row i, columns `cols`); true if one is all zero. m^2 fixed at compile
 // time turns the copy and the test into a few register moves (a call to memcpy a tile cost a
 // tenth of el2's numeric phase).
 template <int MM>
-bool copy_out_tiles(const std::uint32_t* acc, std::int64_t acc_stride, std::byte* out, std::int64_t stride,
-                    std::int64_t tiles, std::int64_t mm_runtime) {
+bool copy_out_tiles(const std::uint32_t* acc, std::int64_t acc_stride, std::byte* out, std::int64_t stride, std::int32_t i,
+                    const std::int32_t* cols, std::int64_t tiles, std::int64_t mm_runtime) {
   const std::int64_t mm = MM > 0 ? MM : mm_runtime;
   bool lost = false;
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::uint32_t* c = acc + t * acc_stride;
+    set_record_index(out + t * stride, i, cols[t]);
     std::uint32_t any = 0;
     for (std::int64_t q = 0; q < mm; ++q) any |= c[q];
     lost |= any == 0;
@@ -96,14 +97,14 @@ bool copy_out_tiles(const std::uint32_t* acc, std::int64_t acc_stride, std::byte
 }
 
 bool copy_out_small_tiles(const std::uint32_t* acc, std::int64_t acc_stride, std::byte* out, std::int64_t stride,
-                          std::int64_t tiles, std::int32_t m) {
+                          std::int32_t i, const std::int32_t* cols, std::int64_t tiles, std::int32_t m) {
   switch (m) {
-    case 2: return copy_out_tiles<4>(acc, acc_stride, out, stride, tiles, 4);
-    case 3: return copy_out_tiles<9>(acc, acc_stride, out, stride, tiles, 9);
-    case 5: return copy_out_tiles<25>(acc, acc_stride, out, stride, tiles, 25);
-    case 6: return copy_out_tiles<36>(acc, acc_stride, out, stride, tiles, 36);
-    case 7: return copy_out_tiles<49>(acc, acc_stride, out, stride, tiles, 49);
-    default: return copy_out_tiles<0>(acc, acc_stride, out, stride, tiles, std::int64_t{m} * m);
+    case 2: return copy_out_tiles<4>(acc, acc_stride, out, stride, i, cols, tiles, 4);
+    case 3: return copy_out_tiles<9>(acc, acc_stride, out, stride, i, cols, tiles, 9);
+    case 5: return copy_out_tiles<25>(acc, acc_stride, out, stride, i, cols, tiles, 25);
+    case 6: return copy_out_tiles<36>(acc, acc_stride, out, stride, i, cols, tiles, 36);
+    case 7: return copy_out_tiles<49>(acc, acc_stride, out, stride, i, cols, tiles, 49);
+    default: return copy_out_tiles<0>(acc, acc_stride, out, stride, i, cols, tiles, std::int64_t{m} * m);
   }
 }
 
@@ -135,8 +136,9 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
   } else {
     std::memset(out, 0, static_cast<std::size_t>(tiles * stride));
   }
+  // (A padded piece's headers are set as its tiles are copied out: one pass over its records.)
   for (std::int64_t t = 0; t < tiles; ++t) {
-    set_record_index(out + t * stride, i, pattern.col[first + t]);
+    if (!padded) set_record_index(out + t * stride, i, pattern.col[first + t]);
     scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
   }
   // A piece narrower than its row reads only the part of each B row inside its columns.
@@ -174,13 +176,14 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
   } else if (accumulation.padded_row_stride != m) {  // tile rows apart (m >= 9): row by row
     for (std::int64_t t = 0; t < tiles; ++t) {
       const std::uint32_t* c = acc + t * acc_stride;
+      set_record_index(out + t * stride, i, pattern.col[first + t]);
       for (std::int32_t row = 0; row < m; ++row)
         std::memcpy(out + t * stride + 8 + row * m * 4, c + row * accumulation.padded_row_stride, static_cast<std::size_t>(m) * 4);
       c = reinterpret_cast<const std::uint32_t*>(out + t * stride + 8);
       lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
     }
   } else {
-    lost_tile = copy_out_small_tiles(acc, acc_stride, out, stride, tiles, m);
+    lost_tile = copy_out_small_tiles(acc, acc_stride, out, stride, i, pattern.col.data() + first, tiles, m);
   }
   for (std::int64_t t = 0; t < tiles; ++t) scratch.slot[pattern.col[first + t]] = -1;
   if (lost_tile)
