@@ -67,15 +67,18 @@ struct RowWords {
 
   explicit RowWords(const BlockRowsView& b) : start(static_cast<std::size_t>(b.rows_held()) + 1, 0) {
     const std::int32_t rows = b.rows_held();
+    const bool parallel = b.blocks() >= (1 << 16);
+#pragma omp parallel for schedule(static) if (parallel)
     for (std::int32_t r = 0; r < rows; ++r) {  // words a row: its columns' distinct col / 64 (ascending)
       std::int64_t count = 0;
       for (std::int64_t f = b.row_ptr[r]; f < b.row_ptr[r + 1]; ++f)
         count += f == b.row_ptr[r] || (b.col[f] >> 6) != (b.col[f - 1] >> 6);
-      start[r + 1] = start[r] + count;
+      start[r + 1] = count;
     }
+    for (std::int32_t r = 0; r < rows; ++r) start[r + 1] += start[r];
     word.resize(static_cast<std::size_t>(start[rows]));
     bits.assign(static_cast<std::size_t>(start[rows]), 0);
-#pragma omp parallel for schedule(dynamic, 256) if (b.blocks() >= (1 << 16))
+#pragma omp parallel for schedule(dynamic, 256) if (parallel)
     for (std::int32_t r = 0; r < rows; ++r) {
       std::int64_t at = start[r] - 1;
       for (std::int64_t f = b.row_ptr[r]; f < b.row_ptr[r + 1]; ++f) {
