@@ -80,17 +80,7 @@ void check_kernel_once(SimdLevel level, std::int32_t m, Values a_kind, Values b_
 
   // Reference: exact uint64 sums, saturated once.
   std::vector<std::uint64_t> exact(acc.begin(), acc.end());
-  for (std::int64_t f = 0; f < count; ++f) {
-    const std::int32_t s = slot[static_cast<std::size_t>(b_col[static_cast<std::size_t>(f)])];
-    if (s < 0) continue;
-    for (std::int32_t r = 0; r < m; ++r)
-      for (std::int32_t c = 0; c < m; ++c) {
-        std::uint64_t sum = 0;
-        for (std::int32_t l = 0; l < m; ++l)
-          sum += std::uint64_t{a[static_cast<std::size_t>(r * m + l)]} * b[static_cast<std::size_t>(f * mm + l * m + c)];
-        exact[static_cast<std::size_t>(s * acc_stride + r * m + c)] += sum;
-      }
-  }
+  add_exact_products(exact, acc_stride, m, m, a.data(), b.data(), b_col.data(), count, slot.data());
 
   std::vector<std::uint64_t> scratch(static_cast<std::size_t>(mm));
   const kernels::cpu::BlockRowKernel kernel = kernels::cpu::block_row_kernel(level, m);

@@ -122,17 +122,7 @@ void check_strips(SimdLevel level, std::int32_t m, AKind kind, std::mt19937_64& 
     acc[q] = p == 0 ? 0 : p == 1 ? any32(rng) : kMax - near(rng);
   }
   std::vector<std::uint64_t> exact(acc, acc + 5 * stride);
-  for (std::int64_t f = 0; f < count; ++f) {
-    const std::int32_t s = slot[static_cast<std::size_t>(b_col[static_cast<std::size_t>(f)])];
-    if (s < 0) continue;
-    for (std::int32_t r = 0; r < m; ++r)
-      for (std::int32_t c = 0; c < m; ++c) {
-        std::uint64_t sum = 0;
-        for (std::int32_t l = 0; l < m; ++l)
-          sum += std::uint64_t{a[static_cast<std::size_t>(r * m + l)]} * b[f * mm + l * m + c];
-        exact[static_cast<std::size_t>(s * stride + r * row_stride + c)] += sum;
-      }
-  }
+  add_exact_products(exact, stride, row_stride, m, a.data(), b, b_col.data(), count, slot.data());
   std::vector<std::uint64_t> scratch(static_cast<std::size_t>(mm));
   kernel({acc, stride, m, a.data(), b, b_col.data(), count, slot.data(), scratch.data()});
   for (std::int32_t t = 0; t < 5; ++t)
