@@ -1,11 +1,12 @@
 // The cpu numeric phase alone, at every block-kernel level this CPU supports: reads two COL380
-// inputs, builds the operands and the tile pattern once, then runs cpu_numeric_at_level into a
-// sink that discards the records (no output I/O), and reports the build's and the symbolic phase's CPU time, then per level the wall time, the
-// process CPU time of the phase and the useful GMAC/s per core, both by wall time x threads
-// and by CPU time (the latter is what a core delivers while it runs, on a machine shared with
-// other work).  Usage: cpu_kernel_bench A.bin B.bin [repeats [level ...]]   (threads: OMP_NUM_THREADS;
-// levels by name, e.g. avx2 avx2-planes: only those, in the order given, alternating per repeat;
-// none: no numeric phase)
+// inputs, builds the operands and the tile pattern (the least CPU and wall time of `repeats`
+// builds and symbolic phases is reported), then runs cpu_numeric_at_level into a sink that
+// discards the records (no output I/O) and reports per level the wall time, the process CPU time
+// of the phase and the useful GMAC/s per core, both by wall time x threads and by CPU time (the
+// latter is what a core delivers while it runs, on a machine shared with other work).
+// Usage: cpu_kernel_bench A.bin B.bin [repeats [level ...]]   (threads: OMP_NUM_THREADS; levels
+// by name, e.g. avx2 avx2-planes: only those, in the order given, alternating per repeat; none:
+// no numeric phase)
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -78,7 +79,8 @@ int main(int argc, char** argv) {
       build_cpu = std::min(build_cpu, cpu1 - cpu0);
       symbolic_cpu = std::min(symbolic_cpu, cpu_seconds() - cpu1);
       build_wall = std::min(build_wall, std::chrono::duration<double>(t1 - t0).count());
-      symbolic_wall = std::min(symbolic_wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+      const auto t2 = std::chrono::steady_clock::now();
+      symbolic_wall = std::min(symbolic_wall, std::chrono::duration<double>(t2 - t1).count());
     }
     const kernels::Operands ops{am, bm};
     std::printf("build cpu %.3f s  symbolic cpu %.3f s  (wall %.3f s, %.3f s)\n", build_cpu, symbolic_cpu, build_wall,

@@ -221,8 +221,8 @@ int run(int argc, char** argv) {
   c_dbcsr_finalize_lib();
   MPI_Comm_free(&grid);
   if (rank == 0)
-    std::printf("{\"read_and_build\": %.6f, \"multiply\": %.6f, \"multiply_cpu\": %.6f, \"write\": %.6f, \"total\": %.6f, "
-                "\"blocks\": %lld, \"ranks\": %d}\n",
+    std::printf("{\"read_and_build\": %.6f, \"multiply\": %.6f, \"multiply_cpu\": %.6f, \"write\": %.6f, "
+                "\"total\": %.6f, \"blocks\": %lld, \"ranks\": %d}\n",
                 t1 - t0, t2 - t1, multiply_cpu, t3 - t2, t3 - t0, static_cast<long long>(blocks), ranks);
   return 0;
 }

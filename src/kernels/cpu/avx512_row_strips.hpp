@@ -138,7 +138,8 @@ struct RowStrips {
   // Rows [i, i + G) of the non-zero rows, one strip: G chains a plane, each pair loaded once for
   // the G rows.
   template <int G, bool OnePlane>
-  __attribute__((always_inline)) static void row_group(std::uint32_t* c, const CompactA& a, const __m512i* b_pairs, int i) {
+  __attribute__((always_inline)) static void row_group(std::uint32_t* c, const CompactA& a, const __m512i* b_pairs,
+                                                       int i) {
     __m512i lo[G], hi[G];
     for (int g = 0; g < G; ++g) {
       lo[g] = _mm512_set1_epi32(static_cast<int>(a.correction_lo[i + g]));

@@ -77,12 +77,12 @@ struct RowPiece {
 };
 
 // Copies `tiles` small tiles of m^2 contiguous values (MM, or mm where 0) from the padded
-// accumulator into their records (row i, columns `cols`); true if one is all zero. m^2 fixed at compile
-// time turns the copy and the test into a few register moves (a call to memcpy a tile cost a
-// tenth of el2's numeric phase).
+// accumulator into their records (row i, columns `cols`); true if one is all zero. m^2 fixed at
+// compile time turns the copy and the test into a few register moves (a call to memcpy a tile
+// cost a tenth of el2's numeric phase).
 template <int MM>
-bool copy_out_tiles(const std::uint32_t* acc, std::int64_t acc_stride, std::byte* out, std::int64_t stride, std::int32_t i,
-                    const std::int32_t* cols, std::int64_t tiles, std::int64_t mm_runtime) {
+bool copy_out_tiles(const std::uint32_t* acc, std::int64_t acc_stride, std::byte* out, std::int64_t stride,
+                    std::int32_t i, const std::int32_t* cols, std::int64_t tiles, std::int64_t mm_runtime) {
   const std::int64_t mm = MM > 0 ? MM : mm_runtime;
   bool lost = false;
   for (std::int64_t t = 0; t < tiles; ++t) {
@@ -162,9 +162,9 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
       f1 = std::upper_bound(cols + f0, cols + f1, j_last) - cols;
     }
     if (f0 >= f1) continue;
-    (padded ? accumulation.padded_kernel : kernel)(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0),
-                                                                      b.col + f0, f1 - f0, scratch.slot.data(),
-                                                                      scratch.a_wide.data()});
+    const cpu::BlockRowKernel block_kernel = padded ? accumulation.padded_kernel : kernel;
+    block_kernel(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0), b.col + f0, f1 - f0,
+                                   scratch.slot.data(), scratch.a_wide.data()});
   }
 
   bool lost_tile = false;
@@ -178,7 +178,8 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
       const std::uint32_t* c = acc + t * acc_stride;
       set_record_index(out + t * stride, i, pattern.col[first + t]);
       for (std::int32_t row = 0; row < m; ++row)
-        std::memcpy(out + t * stride + 8 + row * m * 4, c + row * accumulation.padded_row_stride, static_cast<std::size_t>(m) * 4);
+        std::memcpy(out + t * stride + 8 + row * m * 4, c + row * accumulation.padded_row_stride,
+                    static_cast<std::size_t>(m) * 4);
       c = reinterpret_cast<const std::uint32_t*>(out + t * stride + 8);
       lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
     }
