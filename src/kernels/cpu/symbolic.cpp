@@ -61,7 +61,7 @@ struct HeavyRowBitsets {
 // the row touches. Finite-element rows hold runs of neighbouring columns (3-D Q1: nine runs of
 // three), so a window row ORs in a third of the words it would set column by column.
 struct RowWords {
-  std::vector<std::int64_t> start;  // per B row (relative to b.row_begin), rows + 1
+  std::vector<std::int64_t> start;  // per B row (relative to b.row_begin), rows + 1; empty: no words
   std::vector<std::int32_t> word;
   std::vector<std::uint64_t> bits;
 
@@ -76,6 +76,12 @@ struct RowWords {
       start[r + 1] = count;
     }
     for (std::int32_t r = 0; r < rows; ++r) start[r + 1] += start[r];
+    // Where runs are rare (random columns: a word a block), the words save little and would cost
+    // 12 bytes a B block: none then.
+    if (4 * start[rows] > 3 * b.blocks()) {
+      std::vector<std::int64_t>().swap(start);
+      return;
+    }
     word.resize(static_cast<std::size_t>(start[rows]));
     bits.assign(static_cast<std::size_t>(start[rows]), 0);
 #pragma omp parallel for schedule(dynamic, 256) if (parallel)
@@ -159,10 +165,15 @@ class RowCollector {
         const std::uint64_t* brow = heavy_.slot.empty() ? nullptr : heavy_.row(kr);
         if (brow != nullptr) {
           for (std::int64_t w = 0; w < count; ++w) bits[w] |= brow[base_word + w];
-        } else {
+          continue;
+        }
+        if (!words_.start.empty()) {
           for (std::int64_t w = words_.start[kr]; w < words_.start[kr + 1]; ++w)
             bits[words_.word[static_cast<std::size_t>(w)] - base_word] |= words_.bits[static_cast<std::size_t>(w)];
+          continue;
         }
+        for (std::int64_t f = b_.row_ptr[kr]; f < b_.row_ptr[kr + 1]; ++f)
+          bits[(b_.col[f] >> 6) - base_word] |= std::uint64_t{1} << (b_.col[f] & 63);
         continue;
       }
       for (std::int64_t f = b_.row_ptr[kr]; f < b_.row_ptr[kr + 1]; ++f)

@@ -1,11 +1,13 @@
 // The cpu symbolic phase (kernels/cpu/symbolic.cpp) against a brute-force one: C(i,j) is a tile
 // iff some k has a non-zero column c of A(i,k) whose row c of B(k,j) holds a non-zero (the values
 // are non-negative, so the sum is then non-zero: the reference backend's exact sums agree, as
-// CpuBackend.MatchesReferenceOnRandomCases checks on small cases). Its three row forms each get rows made for them: banded rows
-// over a narrow column window (finite-element shapes: the window bitset), short rows scattered
-// over many columns (the stamp and sort), rows with more work than a bitset has words (whole
-// B-row bitsets); blocks with zero rows and columns (masks with holes) and full ones; one and two
-// threads (per-thread column buffers, copied in chunk order); a rank's rows of A and of B.
+// CpuBackend.MatchesReferenceOnRandomCases checks on small cases). Its row forms each get rows
+// made for them: banded rows over a narrow column window (finite-element shapes: the window
+// bitset, B rows ORed in as words where their columns run together, block by block where they do
+// not), short rows scattered over many columns (the stamp and sort), rows with more work than a
+// bitset has words (whole B-row bitsets); blocks with zero rows and columns (masks with holes)
+// and full ones; one and two threads (per-thread column buffers, copied in chunk order); a rank's
+// rows of A and of B.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -142,6 +144,11 @@ TEST(CpuSymbolic, EveryRowFormMatchesABruteForcePattern) {
       const std::int32_t banded_p = large ? 160 : 2400;
       expect_same_pattern(make_blocks(banded_p, m, stencil, false, holes, rng),
                           make_blocks(banded_p, m, stencil, false, holes, rng), "banded " + shape);
+      // The same with every column of a row in a word of its own (no runs: the B rows' words
+      // are not kept, each block sets its bit).
+      const std::vector<std::int32_t> spread = {-128, -64, 0, 64, 128};
+      expect_same_pattern(make_blocks(banded_p, m, spread, false, holes, rng),
+                          make_blocks(banded_p, m, spread, false, holes, rng), "banded, no runs " + shape);
       // A few blocks a row anywhere: a window of the whole width, wider than the work.
       const std::vector<std::int32_t> few(large ? 2 : 4, 0);
       const std::int32_t scattered_p = large ? 600 : 3000;
