@@ -95,8 +95,9 @@ struct RowWords {
   }
 };
 
-// One output row's columns, written in ascending order, by whichever of three forms costs least
-// for it. `row_bits_` is all zero between rows.
+// One output row's columns, written in ascending order, by whichever of two forms costs least
+// for it (a bitset over its column window, or a stamp and a sort). `row_bits_` is all zero
+// between rows.
 class RowCollector {
  public:
   RowCollector(const Operands& ops, const HeavyRowBitsets& heavy, const RowWords& words)
@@ -243,7 +244,8 @@ TilePattern cpu_symbolic(const Operands& ops) {
   // one thread's buffer is the pattern itself.
   std::vector<LargeVector<std::int32_t>> columns(static_cast<std::size_t>(threads));
   // (A guess of its size, at most the mapping threshold: a longer one grows by doubling.)
-  const auto likely = static_cast<std::size_t>(std::min<std::int64_t>(4 * a.blocks() / threads, std::int64_t{8} << 20));
+  const auto likely =
+      static_cast<std::size_t>(std::min<std::int64_t>(4 * a.blocks() / threads, std::int64_t{8} << 20));
   ParallelFailure failure;  // out of memory in a thread: rethrown after the region
 #pragma omp parallel num_threads(threads)
   {
