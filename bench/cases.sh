@@ -54,3 +54,26 @@ BLOCKMM_SMALL_SPECIAL_CASES="
 V1s 32768 8 100000 col0
 E1ks 131072 1 1310720 skew
 "
+
+# Real shapes (issue 48): inputs written by bench/real_shapes.py (numpy), as
+# "name n m kA kB block_products c_blocks generator_case scale" lines; the counts are what the
+# generator gives at that scale (bench/run uses them to decide which anchors run). The products:
+# el3 A.A (3-D Q1 elasticity, m 3, 27 blocks a row), el3p A.P (smoothed-aggregation prolongator),
+# el3r R.A (R = P^T), el2 A.A (2-D, m 2), tet A.A (P1 tetrahedra, m 3, 15 a row), water and
+# water16 S.S (overlap blocked by molecule, m 23, 10- and 16-bit values). bench/run --cases real
+# (real-small: the same at a tenth, for a quick look); make_case does not write these.
+BLOCKMM_REAL_CASES="
+el3 187200 3 1601260 1601260 41772500 7113204 el3 1
+el3p 187200 3 1601260 548856 14221350 1440894 el3p 1
+el3r 187200 3 548856 1601260 14221350 1440894 el3r 1
+el2 312000 2 1399264 1399264 12565000 3876336 el2 1
+tet 187200 3 898714 898714 13080910 3761238 tet 1
+water 23000 23 48904 48904 2397964 298888 water 1
+water16 23000 23 48904 48904 2397964 298888 water16 1
+"
+BLOCKMM_SMALL_REAL_CASES="
+el3s 19494 3 157300 157300 3939992 665364 el3 0.1
+el3ps 19494 3 157300 53816 1328400 134064 el3p 0.1
+el2s 30996 2 137992 137992 1233028 380016 el2 0.1
+waters 2300 23 5398 5398 294094 10000 water 0.1
+"

@@ -123,6 +123,9 @@ def run_dbcsr(session, case, a, b, ref, macs, res):
     if macs > args.dbcsr_max_gmac * 1e9:
         res.dbcsr_check = "skipped (%.0f GMAC)" % (macs / 1e9)
         return
+    if case.shape == "real" and case.m < 8:  # issue 48 compares DBCSR on the chemistry shape only
+        res.dbcsr_check = "skipped (real shape, m < 8)"
+        return
     if session.past_deadline():
         res.dbcsr_check = "skipped (deadline)"
         return

@@ -12,13 +12,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 class Case:
     """A case of bench/cases.sh: order n, block order m, k blocks of A; shape "gen" (B is a
     blockmm-gen matrix of k blocks too), "skew" (the same, A's block-rows power-law: blockmm-gen
-    --skew 1.0) or "col0" (B is every block of block-column 0)."""
+    --skew 1.0), "col0" (B is every block of block-column 0) or "real" (both written by
+    bench/real_shapes.py: its case `generator` at `scale`, with the counts it gives)."""
     name: str
     n: int
     m: int
     k: int
-    group: str  # small or full
+    group: str  # small, full, gpu, real or real-small
     shape: str = "gen"
+    generator: str = ""
+    scale: float = 1.0
+    real_k_b: int = 0
+    real_products: int = 0
+    real_c_blocks: int = 0
 
     @property
     def p(self):
@@ -26,6 +32,8 @@ class Case:
 
     @property
     def k_b(self):
+        if self.shape == "real":
+            return self.real_k_b
         return self.p if self.shape == "col0" else self.k
 
     @property
@@ -38,6 +46,8 @@ class Case:
     def estimate(self):
         """(block products, output bytes) expected for uniform random inputs."""
         p, m = float(self.p), self.m
+        if self.shape == "real":
+            return float(self.real_products), 12 + self.real_c_blocks * (8 + 4 * m * m)
         products = self.k * self.k_b / p
         if self.shape == "col0":
             c_blocks = p * (1 - math.exp(-self.k / p))
@@ -51,9 +61,10 @@ class Case:
 
 def load_cases():
     script = ('source bench/cases.sh; for v in BLOCKMM_CASES BLOCKMM_SMALL_CASES BLOCKMM_SPECIAL_CASES '
-              'BLOCKMM_SMALL_SPECIAL_CASES BLOCKMM_GPU_CASES; do echo "@$v"; printf "%s\\n" "${!v-}"; done')
+              'BLOCKMM_SMALL_SPECIAL_CASES BLOCKMM_GPU_CASES BLOCKMM_REAL_CASES BLOCKMM_SMALL_REAL_CASES; '
+              'do echo "@$v"; printf "%s\\n" "${!v-}"; done')
     out = subprocess.run(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout.decode()
-    sets = {"full": [], "small": [], "gpu": []}
+    sets = {"full": [], "small": [], "gpu": [], "real": [], "real-small": []}
     var = None
     for line in out.splitlines():
         if line.startswith("@"):
@@ -61,6 +72,12 @@ def load_cases():
             continue
         f = line.split()
         if not f or f[0].startswith("#"):
+            continue
+        if "REAL" in var:
+            group = "real-small" if "SMALL" in var else "real"
+            sets[group].append(Case(f[0], int(f[1]), int(f[2]), int(f[3]), group, "real", generator=f[7],
+                                    scale=float(f[8]), real_k_b=int(f[4]), real_products=int(f[5]),
+                                    real_c_blocks=int(f[6])))
             continue
         group = "small" if "SMALL" in var else "gpu" if "GPU" in var else "full"
         shape = f[4] if "SPECIAL" in var and len(f) > 4 else "gen"
@@ -70,7 +87,7 @@ def load_cases():
 
 def select_cases(spec, sets):
     by_name = {}
-    for group in ("small", "full", "gpu"):
+    for group in ("small", "full", "gpu", "real", "real-small"):
         for c in sets[group]:
             by_name.setdefault(c.name, c)
     chosen = []
@@ -80,7 +97,8 @@ def select_cases(spec, sets):
         elif token in by_name:
             chosen.append(by_name[token])
         else:
-            raise SystemExit("bench/run: unknown case %r (known: small, full, gpu, %s)" % (token, ", ".join(by_name)))
+            raise SystemExit("bench/run: unknown case %r (known: small, full, gpu, real, real-small, %s)" %
+                             (token, ", ".join(by_name)))
     seen, unique = set(), []
     for c in chosen:
         if c.name not in seen:

@@ -146,6 +146,7 @@ def run(argv):
              (",".join(c.name for c in cases), ",".join(backends), ",".join(map(str, args.rank_list)), args.repeat,
               args.repeat_large))
     session.scipy_python = find_scipy_python() if args.scipy == "auto" else None
+    session.numpy_python = session.scipy_python or find_scipy_python()  # bench/real_shapes.py's
     cus = os.path.join(build, "cusparse_anchor")
     session.cusparse = cus if (args.cusparse == "auto" and cuda_ok and os.access(cus, os.X_OK)) else None
     dbc = os.path.join(build, "dbcsr_anchor")

@@ -1,9 +1,10 @@
 """The benchmark inputs: blockmm-gen matrices (values 0..1023, A seed 1, B seed 2), generated once
-into --data and reused, and the V cases' B (every block of block-column 0), written here."""
+into --data and reused, the V cases' B (every block of block-column 0), written here, and the
+real shapes, written by bench/real_shapes.py (under a python with numpy) into --data/real-<scale>."""
 import os
 import struct
 
-from blockmm_bench.runner import run_cmd
+from blockmm_bench.runner import ROOT, run_cmd
 
 
 def splitmix64(seed):
@@ -29,10 +30,31 @@ def write_col0(path, n, m, seed):
 
 
 def case_paths(case, data):
+    if case.shape == "real":
+        folder = os.path.join(data, "real-%g" % case.scale)
+        return (os.path.join(folder, case.generator + ".A.bin"), os.path.join(folder, case.generator + ".B.bin"))
     return os.path.join(data, case.name + ".A.bin"), os.path.join(data, case.name + ".B.bin")
 
 
-def ensure_inputs(case, data, build, progress, gen_threads):
+def ensure_real_inputs(case, data, python, progress):
+    """bench/real_shapes.py's case at the case's scale (seed 1), once."""
+    a, b = case_paths(case, data)
+    if os.path.exists(a) and os.path.exists(b):
+        return a, b
+    if not python:
+        raise RuntimeError("%s: the real shapes need a python3 with numpy (none found; set BLOCKMM_PYTHON)" % case.name)
+    os.makedirs(os.path.dirname(a), exist_ok=True)
+    progress("%s: generating %s at scale %g (bench/real_shapes.py)" % (case.name, case.generator, case.scale))
+    r = run_cmd([python, os.path.join(ROOT, "bench", "real_shapes.py"), case.generator, os.path.dirname(a),
+                 "--scale", "%g" % case.scale, "-q"], scratch=data)
+    if r.rc != 0:
+        raise RuntimeError("real_shapes.py failed for %s: %s" % (case.name, r.tail()))
+    return a, b
+
+
+def ensure_inputs(case, data, build, progress, gen_threads, python=None):
+    if case.shape == "real":
+        return ensure_real_inputs(case, data, python, progress)
     a, b = case_paths(case, data)
     todo = [(a, 1)] + ([(b, 2)] if case.shape in ("gen", "skew") else [])
     for path, seed in todo:

@@ -56,7 +56,8 @@ class CaseRun:
     def __init__(self, session, case):
         self.s, self.case = session, case
         args = session.args
-        self.a, self.b = ensure_inputs(case, args.data, args.build, session.progress, args.gen_threads)
+        self.a, self.b = ensure_inputs(case, args.data, args.build, session.progress, args.gen_threads,
+                                       session.numpy_python)
         # --target: where the timed runs write. shm: a tmpfs (fast storage); null: /dev/null (the
         # compute pipeline alone).
         out_dir = session.shm_dir if args.target == "shm" else args.data

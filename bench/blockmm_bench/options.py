@@ -21,8 +21,8 @@ def parse_args(argv):
                "  bench/run --cases full --repeat 3 --repeat-large 2 --scipy-max-out-gb 0.5 --deadline 480\n"
                "  bench/run --report-only --machine dev-vm            # plots and page from the CSV\n"
                "Exit status: 0 ok; 1 an output differed; 3 a run failed; 2 usage.")
-    ap.add_argument("--cases", help="small | full | comma list of case names (default: full with a working "
-                                    "cuda backend, else small); see bench/cases.sh")
+    ap.add_argument("--cases", help="small | full | gpu | real | real-small | comma list of case names (default: "
+                                    "full with a working cuda backend, else small); see bench/cases.sh")
     ap.add_argument("--data", default="/tmp/blockmm-bench", help="where inputs are generated and kept "
                                                                  "(default %(default)s)")
     ap.add_argument("--build", help="build directory with blockmm, blockmm-gen, blockmm-cmp, cusparse_anchor "

@@ -20,6 +20,7 @@ class Session:
         self.run_rows = []  # RunRow, one per blockmm run
         self.info = {}  # machine.json
         self.scipy_python = self.cusparse = self.dbcsr = None  # the anchors this machine has
+        self.numpy_python = None  # a python3 with numpy, for the real shapes' generator
         self.shm_dir = None
         if args.target == "shm":
             self.shm_dir = os.path.join("/dev/shm", "blockmm-bench-%d" % os.getpid())

@@ -1,5 +1,6 @@
 // From unordered records to compressed block matrices: CSR over a range of block-rows (and CSC
 // for right operands), duplicate detection, all-zero blocks dropped, operand masks computed.
+// Records that arrive in CSR order (files written row-major) are built in one pass over them.
 // The host implementation of a backend's build: the cpu and reference backends use it, and the
 // cuda backend where its device build would not fit the memory budget.
 #pragma once
@@ -24,8 +25,10 @@ using blockmm::OperandRole;
 void sort_row_by_column(std::uint64_t* keys, std::int64_t n, int column_bits, std::uint64_t* scratch);
 
 // Every record's block-row must lie in [row_begin, row_end). Throws InputError on a duplicate.
+// A right operand gets its CSC too unless `with_csc` is false (the host kernels never read it;
+// the cuda backend's upload of a host build does).
 BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
-                               OperandRole role, const DuplicateMessage& duplicate_message);
+                               OperandRole role, const DuplicateMessage& duplicate_message, bool with_csc = true);
 
 // Block products (pairs A(i,k), B(k,j)) of a panel whose B rows are `b`'s: the work every
 // backend must do.
@@ -39,6 +42,17 @@ BlockMatrix slice_rows(const BlockMatrix& a, std::int32_t row_begin, std::int32_
 
 // A matrix of its own holding `rows` (CSR, values and masks; no CSC, which the host kernels never read).
 BlockMatrix copy_rows(const BlockRowsView& rows);
+
+// Room for `count` elements, in huge pages where the array is large enough for them to pay
+// (2 MiB): the capacity asked is then at least the allocator's mapping threshold, so that the
+// memory is mapped with MADV_HUGEPAGE (core/large_buffer.hpp; untouched pages cost nothing) and
+// its first touch faults 2 MiB at a time. Fresh 4 KiB pages cost about as much as the one-pass
+// build's own work on small blocks (bench/NOTES.md item 39).
+template <typename T>
+void reserve_in_huge_pages(LargeVector<T>& array, std::size_t count) {
+  constexpr std::size_t mapped = LargeVector<T>::allocator_type::kMapThreshold / sizeof(T);
+  array.reserve(count * sizeof(T) >= (std::size_t{2} << 20) && count < mapped ? mapped : count);
+}
 
 // Bytes a matrix holds, and a bound on what building one from `records` records over `rows`
 // block-rows holds at its peak (the records, then the matrix beside them).

@@ -1,8 +1,10 @@
 // build_block_matrix (operands/host_build.hpp) against an independent construction: records
 // sorted by (i, j) with std::sort, all-zero blocks dropped, CSC built by scanning columns. Long
 // shuffled rows (hundreds of blocks, p > 256) exercise the radix sort of row keys; sorted inputs
-// the sortedness shortcut; duplicates in long rows must still be found.
+// the one-pass build of records in CSR order, which must give the general build's matrix byte
+// for byte (masks too) or hand over to it; duplicates in long rows must still be found.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -148,6 +150,114 @@ TEST(BuildBlockMatrix, DuplicateInALongRowIsFound) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), std::to_string(i) + "," + std::to_string(j));
   }
+}
+
+// Records in row-major order take the one-pass build; the same records shuffled take the general
+// one. Both must give the same arrays, masks included, and the independent CSR.
+void expect_sorted_build_matches(const InputRecords& sorted, std::int32_t row_begin, std::int32_t row_end,
+                                 std::mt19937_64& rng, const std::string& what) {
+  SCOPED_TRACE(what);
+  InputRecords shuffled = sorted;
+  std::vector<std::int64_t> order(static_cast<std::size_t>(sorted.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (std::size_t q = 0; q < order.size(); ++q)
+    std::memcpy(shuffled.record(static_cast<std::int64_t>(q)), sorted.record(order[q]), static_cast<std::size_t>(sorted.stride()));
+  const auto dup = [](std::int32_t, std::int32_t) { return std::string("dup"); };
+  const std::int32_t m = sorted.shape.m;
+  for (OperandRole role : {OperandRole::left, OperandRole::right, OperandRole::plain}) {
+    const BlockMatrix x = operands::build_block_matrix(sorted, row_begin, row_end, role, dup, false);
+    const BlockMatrix y = operands::build_block_matrix(shuffled, row_begin, row_end, role, dup, false);
+    ASSERT_EQ(x.row_ptr, y.row_ptr);
+    ASSERT_TRUE(x.col == y.col);
+    ASSERT_TRUE(x.values == y.values);
+    ASSERT_TRUE(x.masks == y.masks);
+    if (role == OperandRole::plain) continue;
+    // The masks against the values: bit c of a left block's mask (r of a right block's) is set
+    // iff its column c (row r) holds a non-zero.
+    ASSERT_EQ(x.masks.size(), x.col.size() * static_cast<std::size_t>(mask_words(m)));
+    for (std::int64_t b = 0; b < x.blocks(); ++b)
+      for (std::int32_t u = 0; u < m; ++u) {
+        bool any = false;
+        for (std::int32_t w = 0; w < m; ++w)
+          any |= x.block_values(b)[role == OperandRole::left ? w * m + u : u * m + w] != 0;
+        ASSERT_EQ(any, ((x.block_mask(b)[u / 64] >> (u % 64)) & 1) != 0) << "block " << b << " bit " << u;
+      }
+  }
+}
+
+TEST(BuildBlockMatrix, SortedRecordsBuildAsShuffledOnesDo) {
+  std::mt19937_64 rng(4848);
+  for (std::int32_t m : {1, 2, 3, 5, 7, 8, 9, 23, 65}) {
+    RandomSpec spec;
+    spec.m = m;
+    spec.n = m * (m > 20 ? 23 : 90);
+    spec.density = 0.1;
+    spec.max_value = 65535;
+    spec.zero_value_fraction = 0.6;  // zero rows and columns inside blocks: masks with holes
+    spec.zero_block_fraction = 0.1;
+    spec.empty_row_fraction = 0.2;
+    spec.shuffle = false;
+    const InputRecords records = random_blocks(spec, rng);
+    const std::int32_t p = records.shape.block_rows();
+    expect_sorted_build_matches(records, 0, p, rng, "m=" + std::to_string(m));
+    // A rank's rows [lo, hi): its records alone, rows before and after it empty.
+    const std::int32_t lo = p / 3, hi = p - p / 4;
+    InputRecords part;
+    part.shape = records.shape;
+    for (std::int64_t q = 0; q < records.size(); ++q)
+      if (record_row(records.record(q)) >= lo && record_row(records.record(q)) < hi)
+        part.bytes.insert(part.bytes.end(), records.record(q), records.record(q) + records.stride());
+    expect_sorted_build_matches(part, lo, hi, rng, "rows of m=" + std::to_string(m));
+  }
+  // Enough records for parts on several threads, all-zero blocks in each part (squeezed out
+  // across the parts' boundaries), rows that cross the boundaries.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(3);
+  RandomSpec spec;
+  spec.m = 1;
+  spec.n = 600;
+  spec.density = 0.3;
+  spec.zero_block_fraction = 0.2;
+  spec.empty_row_fraction = 0.1;
+  spec.shuffle = false;
+  const InputRecords records = random_blocks(spec, rng);
+  ASSERT_GT(records.size(), 1 << 16);
+  expect_sorted_build_matches(records, 0, 600, rng, "three parts");
+  omp_set_num_threads(threads);
+}
+
+// Records in order but for one: a duplicate, a record out of order at the end, a row outside
+// the rank's range. The general build takes over and finds what it always found.
+TEST(BuildBlockMatrix, SortedRecordsWithAFaultGoToTheGeneralBuild) {
+  std::mt19937_64 rng(4949);
+  RandomSpec spec;
+  spec.m = 3;
+  spec.n = 3 * 300;
+  spec.density = 0.2;
+  spec.shuffle = false;
+  const InputRecords records = random_blocks(spec, rng);
+  const std::size_t stride = static_cast<std::size_t>(records.stride());
+  const auto named = [](std::int32_t r, std::int32_t c) { return std::to_string(r) + "," + std::to_string(c); };
+  const std::int64_t middle = records.size() / 2;
+  InputRecords duplicated = records;  // record `middle` twice, side by side
+  duplicated.bytes.insert(duplicated.bytes.begin() + static_cast<std::ptrdiff_t>(middle * stride), records.record(middle),
+                          records.record(middle) + stride);
+  try {
+    operands::build_block_matrix(duplicated, 0, 300, OperandRole::left, named);
+    FAIL() << "duplicate not found";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), named(record_row(records.record(middle)), record_col(records.record(middle))));
+  }
+  InputRecords last_first = records;  // the last record moved to the front
+  std::rotate(last_first.bytes.begin(), last_first.bytes.end() - static_cast<std::ptrdiff_t>(stride), last_first.bytes.end());
+  expect_matches(last_first, "last record first");
+  InputRecords late = records;  // the first record moved to the middle
+  std::rotate(late.bytes.begin(), late.bytes.begin() + static_cast<std::ptrdiff_t>(stride),
+              late.bytes.begin() + static_cast<std::ptrdiff_t>(middle * stride));
+  expect_matches(late, "first record in the middle");
+  EXPECT_THROW(operands::build_block_matrix(records, 0, record_row(records.record(records.size() - 1)), OperandRole::left, named),
+               Error);
 }
 
 }  // namespace

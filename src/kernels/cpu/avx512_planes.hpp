@@ -2,8 +2,10 @@
 // instruction a 32-pair multiply-add into 16 int32 lanes) or without it (vpmaddwd + vpaddd).
 // Included only by block_row_avx512_planes.cpp and block_row_avx512_vnni.cpp, compiled for
 // their instruction sets; the anonymous namespace keeps every instantiation private to its file.
-// Layouts: m = 4 holds a whole tile in one register, m = 8 two tile rows; other m run in strips
-// of 16 columns (the last one masked). m = 2, 3 use the AVX2 form (its registers fit them).
+// Layouts: m = 4 holds a whole tile in one register, m = 8 two tile rows, m = 2, 3, 5, 6, 7 a
+// tile in the lanes of one to four registers (avx512_tile_lanes.hpp); other m run in strips of 16
+// columns (the last one masked), or into a padded accumulator over the A block's non-zero rows
+// and columns only (avx512_row_strips.hpp).
 // Each kernel runs the one-plane form for an A block narrow enough (byte_planes.hpp), the two
 // byte planes otherwise.
 #pragma once
@@ -12,6 +14,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/avx512_row_strips.hpp"
+#include "kernels/cpu/avx512_tile_lanes.hpp"
 #include "kernels/cpu/block_row_task.hpp"
 #include "kernels/cpu/byte_planes.hpp"
 
@@ -21,6 +25,7 @@ namespace {
 template <bool Vnni>
 struct Planes512 {
   using PreparedA = planes::PreparedA;
+  static constexpr bool kVnni = Vnni;
   static constexpr std::int64_t kPrefetchAhead = 4;
 
   static __m512i madd_add(__m512i acc, __m512i a, __m512i b) {
@@ -33,12 +38,14 @@ struct Planes512 {
   // c[k lanes] = min(c + 256 hi + lo, 2^32 - 1) for corrected plane sums hi, lo in [0, 2^31);
   // the same steps as the AVX2 form (block_row_avx2.cpp), with a mask compare for the lanes
   // whose 256 hi alone passes 2^32 - 1.
-  static void flush(std::uint32_t* c, __m512i hi, __m512i lo, __mmask16 k) {
+  static void flush(std::uint32_t* c, __m512i hi, __m512i lo, __mmask16 k) { flush(c, combine(hi, lo), k); }
+  // min(256 hi + lo, 2^32 - 1), lane by lane.
+  static __m512i combine(__m512i hi, __m512i lo) {
     const __m512i ones = _mm512_set1_epi32(-1);
     const __m512i limit = _mm512_set1_epi32(0x00FFFFFF);
     __m512i t = _mm512_slli_epi32(_mm512_min_epu32(hi, limit), 8);
     t = _mm512_add_epi32(t, _mm512_min_epu32(lo, _mm512_xor_si512(t, ones)));
-    flush(c, _mm512_mask_mov_epi32(t, _mm512_cmpgt_epu32_mask(hi, limit), ones), k);
+    return _mm512_mask_mov_epi32(t, _mm512_cmpgt_epu32_mask(hi, limit), ones);
   }
   // c[k lanes] = min(c + sum, 2^32 - 1) for uint32 sums (the one-plane form's, or the above's).
   static void flush(std::uint32_t* c, __m512i sum, __mmask16 k) {
@@ -228,10 +235,31 @@ struct Planes512 {
   }
 
   static BlockRowKernel kernel(std::int32_t m) {
-    if (m == 4) return block_row_4;
-    if (m == 8) return block_row_8;
-    if (m <= 3) return avx2_planes_block_row_kernel(m);
-    return block_row_strips;
+    switch (m) {
+      case 2: return tile_lane_block_row<Planes512, 2>;
+      case 3: return tile_lane_block_row<Planes512, 3>;
+      case 4: return block_row_4;
+      case 5: return tile_lane_block_row<Planes512, 5>;
+      case 6: return tile_lane_block_row<Planes512, 6>;
+      case 7: return tile_lane_block_row<Planes512, 7>;
+      case 8: return block_row_8;
+      default: return block_row_strips;
+    }
+  }
+  // The kernel for a padded accumulator (block_kernels.hpp), or null where m has no padded form.
+  static BlockRowKernel padded_kernel(std::int32_t m) {
+    if (m >= 9 && m <= planes::kMaxBlock) return RowStrips<Planes512>::block_row;
+    return m >= 2 && m <= 7 && m != 4 ? kernel(m) : nullptr;
+  }
+  static RowKernel row_kernel(std::int32_t m) {
+    switch (m) {
+      case 2: return tile_lane_row<Planes512, 2>;
+      case 3: return tile_lane_row<Planes512, 3>;
+      case 5: return tile_lane_row<Planes512, 5>;
+      case 6: return tile_lane_row<Planes512, 6>;
+      case 7: return tile_lane_row<Planes512, 7>;
+      default: return nullptr;
+    }
   }
 };
 

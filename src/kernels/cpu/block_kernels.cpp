@@ -60,6 +60,41 @@ BlockRowKernel portable_block_row_kernel(std::int32_t m) {
   }
 }
 
+namespace {
+bool tile_lanes(std::int32_t m) { return m >= 2 && m <= 7 && m != 4; }
+bool row_strips(std::int32_t m) { return m >= 9 && m <= planes::kMaxBlock; }
+bool padded_level(SimdLevel level) { return level == SimdLevel::avx512_planes || level == SimdLevel::avx512_vnni; }
+}  // namespace
+
+std::int64_t padded_row_stride(SimdLevel level, std::int32_t m) {
+  if (!padded_level(level)) return 0;
+  return tile_lanes(m) ? m : row_strips(m) ? 16 * ((std::int64_t{m} + 15) / 16) : 0;
+}
+
+std::int64_t padded_accumulator_stride(SimdLevel level, std::int32_t m) {
+  if (!padded_level(level)) return 0;
+  if (tile_lanes(m)) return 16 * ((std::int64_t{m} * m + 15) / 16);
+  return m * padded_row_stride(level, m);
+}
+
+BlockRowKernel padded_block_row_kernel(SimdLevel level, std::int32_t m) {
+  if (padded_accumulator_stride(level, m) == 0 || !cpu_has(level)) return nullptr;
+#if defined(BLOCKMM_X86_KERNELS)
+  return level == SimdLevel::avx512_vnni ? avx512_vnni_padded_kernel(m) : avx512_planes_padded_kernel(m);
+#else
+  return nullptr;
+#endif
+}
+
+RowKernel row_kernel(SimdLevel level, std::int32_t m) {
+  if (!tile_lanes(m) || padded_accumulator_stride(level, m) == 0 || !cpu_has(level)) return nullptr;
+#if defined(BLOCKMM_X86_KERNELS)
+  return level == SimdLevel::avx512_vnni ? avx512_vnni_row_kernel(m) : avx512_planes_row_kernel(m);
+#else
+  return nullptr;
+#endif
+}
+
 std::string to_string(SimdLevel level) {
   switch (level) {
     case SimdLevel::portable: return "portable";

@@ -33,4 +33,23 @@ SimdLevel best_simd_level();
 // not available (see simd_level_available) or m < 1.
 BlockRowKernel block_row_kernel(SimdLevel level, std::int32_t m);
 
+// The accumulator stride (in uint32, tile to tile) at which padded_block_row_kernel works on
+// whole aligned registers, 0 where `level` has no such form for m: the small-block kernels that
+// hold a tile in the lanes of a few registers (m = 2, 3, 5, 6, 7 on AVX-512) take the tile's m^2
+// lanes rounded up to registers of 16; the strip kernel for m = 9..64 (AVX-512) takes m tile rows
+// of padded_row_stride lanes each. Lanes past the tile's values are scratch.
+std::int64_t padded_accumulator_stride(SimdLevel level, std::int32_t m);
+
+// Lanes from one tile row to the next at the padded stride: m where the padded tile's values are
+// contiguous (the small-block kernels), 16 ceil(m / 16) for the strip kernel; 0 where none.
+std::int64_t padded_row_stride(SimdLevel level, std::int32_t m);
+
+// The block-row kernel for a 64-byte aligned accumulator at the padded stride (null where there
+// is none; block_row_kernel takes any stride).
+BlockRowKernel padded_block_row_kernel(SimdLevel level, std::int32_t m);
+
+// The whole-row kernel of those small-block kernels (RowTask), or null where `level` has none
+// for m (then padded_accumulator_stride is 0 too).
+RowKernel row_kernel(SimdLevel level, std::int32_t m);
+
 }  // namespace blockmm::kernels::cpu

@@ -5,4 +5,8 @@ namespace blockmm::kernels::cpu {
 
 BlockRowKernel avx512_planes_block_row_kernel(std::int32_t m) { return Planes512<false>::kernel(m); }
 
+RowKernel avx512_planes_row_kernel(std::int32_t m) { return Planes512<false>::row_kernel(m); }
+
+BlockRowKernel avx512_planes_padded_kernel(std::int32_t m) { return Planes512<false>::padded_kernel(m); }
+
 }  // namespace blockmm::kernels::cpu

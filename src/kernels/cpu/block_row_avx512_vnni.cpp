@@ -5,4 +5,8 @@ namespace blockmm::kernels::cpu {
 
 BlockRowKernel avx512_vnni_block_row_kernel(std::int32_t m) { return Planes512<true>::kernel(m); }
 
+RowKernel avx512_vnni_row_kernel(std::int32_t m) { return Planes512<true>::row_kernel(m); }
+
+BlockRowKernel avx512_vnni_padded_kernel(std::int32_t m) { return Planes512<true>::padded_kernel(m); }
+
 }  // namespace blockmm::kernels::cpu

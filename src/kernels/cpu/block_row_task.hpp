@@ -25,6 +25,26 @@ struct BlockRowTask {
 };
 using BlockRowKernel = void (*)(const BlockRowTask& task);
 
+// A whole output row at once, for the small-block kernels (block_kernels.hpp, row_kernel): for
+// each A block e in [0, a_count) (values at a_values + e*m*m, block-column a_col[e]) whose B row
+// k = a_col[e] - b_row_begin is held (0 <= k < b_rows), its products with B row k (CSR: b_row_ptr,
+// b_col, b_values) as in BlockRowTask. The accumulator is 64-byte aligned at the kernel's padded
+// stride (padded_accumulator_stride).
+struct RowTask {
+  std::uint32_t* acc;
+  std::int64_t acc_stride;
+  const std::uint16_t* a_values;
+  const std::int32_t* a_col;
+  std::int64_t a_count;
+  const std::int64_t* b_row_ptr;
+  const std::int32_t* b_col;
+  const std::uint16_t* b_values;
+  std::int32_t b_row_begin;
+  std::int32_t b_rows;
+  const std::int32_t* slot;
+};
+using RowKernel = void (*)(const RowTask& task);
+
 // The per-level tables, defined in block_row_*.cpp (the x86 ones only in x86 builds).
 BlockRowKernel portable_block_row_kernel(std::int32_t m);
 BlockRowKernel avx2_block_row_kernel(std::int32_t m);
@@ -33,5 +53,9 @@ BlockRowKernel avx512_block_row_kernel(std::int32_t m);
 BlockRowKernel avx512_ifma_block_row_kernel(std::int32_t m);
 BlockRowKernel avx512_planes_block_row_kernel(std::int32_t m);  // 2 <= m <= planes::kMaxBlock
 BlockRowKernel avx512_vnni_block_row_kernel(std::int32_t m);    // 2 <= m <= planes::kMaxBlock
+RowKernel avx512_planes_row_kernel(std::int32_t m);  // null where m has no row kernel
+RowKernel avx512_vnni_row_kernel(std::int32_t m);
+BlockRowKernel avx512_planes_padded_kernel(std::int32_t m);  // null where m has no padded form
+BlockRowKernel avx512_vnni_padded_kernel(std::int32_t m);
 
 }  // namespace blockmm::kernels::cpu

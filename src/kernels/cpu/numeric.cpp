@@ -50,6 +50,23 @@ double seconds_since(Clock::time_point start) {
 struct RowScratch {
   std::vector<std::int32_t> slot;  // block-column -> tile of the current piece (0, 1, ...), or -1
   std::vector<std::uint64_t> a_wide;  // the kernels' widened copy of the current A block
+  std::vector<std::uint32_t> padded;  // the piece's accumulators at the kernel's padded stride
+
+  std::uint32_t* padded_tiles() {  // 64-byte aligned: whole registers a tile
+    const auto at = reinterpret_cast<std::uintptr_t>(padded.data());
+    return padded.data() + ((64 - at % 64) % 64) / 4;
+  }
+};
+
+// The kernel's padded accumulator stride for this m (0: it accumulates in the records), and
+// the most tiles a piece accumulates there: a short row's tiles stay in L1 (64 to 256 bytes a
+// tile), a longer piece accumulates in its records.
+struct Accumulation {
+  std::int64_t padded_stride = 0;
+  std::int64_t padded_row_stride = 0;  // lanes from one tile row to the next there
+  std::int64_t max_padded_tiles = 0;
+  cpu::BlockRowKernel padded_kernel = nullptr;  // an A block at a time, at the padded stride
+  cpu::RowKernel row_kernel = nullptr;  // a whole row at once, at the padded stride
 };
 
 // Tiles [tile_begin, tile_end) of the pattern, all in local block-row r.
@@ -59,9 +76,41 @@ struct RowPiece {
   std::int64_t tile_end;
 };
 
+// Copies `tiles` small tiles of m^2 contiguous values (MM, or mm where 0) from the padded
+// accumulator into their records (row i, columns `cols`); true if one is all zero. m^2 fixed at
+// compile time turns the copy and the test into a few register moves (a call to memcpy a tile
+// cost a tenth of el2's numeric phase).
+template <int MM>
+bool copy_out_tiles(const std::uint32_t* acc, std::int64_t acc_stride, std::byte* out, std::int64_t stride,
+                    std::int32_t i, const std::int32_t* cols, std::int64_t tiles, std::int64_t mm_runtime) {
+  const std::int64_t mm = MM > 0 ? MM : mm_runtime;
+  bool lost = false;
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    const std::uint32_t* c = acc + t * acc_stride;
+    set_record_index(out + t * stride, i, cols[t]);
+    std::uint32_t any = 0;
+    for (std::int64_t q = 0; q < mm; ++q) any |= c[q];
+    lost |= any == 0;
+    std::memcpy(out + t * stride + 8, c, static_cast<std::size_t>(mm) * 4);
+  }
+  return lost;
+}
+
+bool copy_out_small_tiles(const std::uint32_t* acc, std::int64_t acc_stride, std::byte* out, std::int64_t stride,
+                          std::int32_t i, const std::int32_t* cols, std::int64_t tiles, std::int32_t m) {
+  switch (m) {
+    case 2: return copy_out_tiles<4>(acc, acc_stride, out, stride, i, cols, tiles, 4);
+    case 3: return copy_out_tiles<9>(acc, acc_stride, out, stride, i, cols, tiles, 9);
+    case 5: return copy_out_tiles<25>(acc, acc_stride, out, stride, i, cols, tiles, 25);
+    case 6: return copy_out_tiles<36>(acc, acc_stride, out, stride, i, cols, tiles, 36);
+    case 7: return copy_out_tiles<49>(acc, acc_stride, out, stride, i, cols, tiles, 49);
+    default: return copy_out_tiles<0>(acc, acc_stride, out, stride, i, cols, tiles, std::int64_t{m} * m);
+  }
+}
+
 // Computes the piece's tiles into their records at `out` (the record of the piece's first tile).
 void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPiece& piece,
-                    cpu::BlockRowKernel kernel, RowScratch& scratch, std::byte* out) {
+                    cpu::BlockRowKernel kernel, const Accumulation& accumulation, RowScratch& scratch, std::byte* out) {
   const BlockMatrix& a = ops.a;
   const BlockRowsView& b = ops.b;
   const std::int32_t m = a.shape.m;
@@ -74,19 +123,35 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
 
   // The records: headers set, values zeroed; the kernels accumulate into the values in place
   // (4-byte aligned: the buffer is, and a record is 8 + 4 m^2 bytes).
-  std::memset(out, 0, static_cast<std::size_t>(tiles * stride));
+  // Small blocks, and m = 9..64, accumulate at the kernel's padded stride (whole aligned registers
+  // a tile or a tile row: the masked stores of neighbouring tiles in record layout held up the next
+  // tile's load) and are copied into the records after the piece.
+  const bool padded = accumulation.padded_stride > 0 && tiles <= accumulation.max_padded_tiles;
+  std::uint32_t* acc = reinterpret_cast<std::uint32_t*>(out + 8);
+  std::int64_t acc_stride = stride / 4;
+  if (padded) {
+    acc_stride = accumulation.padded_stride;
+    acc = scratch.padded_tiles();
+    std::memset(acc, 0, static_cast<std::size_t>(tiles * acc_stride) * 4);
+  } else {
+    std::memset(out, 0, static_cast<std::size_t>(tiles * stride));
+  }
+  // (A padded piece's headers are set as its tiles are copied out: one pass over its records.)
   for (std::int64_t t = 0; t < tiles; ++t) {
-    set_record_index(out + t * stride, i, pattern.col[first + t]);
+    if (!padded) set_record_index(out + t * stride, i, pattern.col[first + t]);
     scratch.slot[pattern.col[first + t]] = static_cast<std::int32_t>(t);
   }
-  std::uint32_t* acc = reinterpret_cast<std::uint32_t*>(out + 8);
-  const std::int64_t acc_stride = stride / 4;
   // A piece narrower than its row reads only the part of each B row inside its columns.
   const bool whole_row = first == pattern.row_ptr[r] && piece.tile_end == pattern.row_ptr[r + 1];
   const std::int32_t j_first = pattern.col[first];
   const std::int32_t j_last = pattern.col[piece.tile_end - 1];
 
-  for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
+  if (padded && whole_row && accumulation.row_kernel != nullptr) {
+    const std::int64_t e0 = a.row_ptr[r];
+    accumulation.row_kernel(cpu::RowTask{acc, acc_stride, a.block_values(e0), a.col.data() + e0, a.row_ptr[r + 1] - e0,
+                                         b.row_ptr, b.col, b.values, b.row_begin, b.rows_held(), scratch.slot.data()});
+  }
+  for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1] && !(padded && whole_row && accumulation.row_kernel); ++e) {
     const std::int32_t kr = a.col[e] - b.row_begin;
     if (kr < 0 || kr >= b.rows_held()) continue;
     std::int64_t f0 = b.row_ptr[kr];
@@ -97,16 +162,31 @@ void multiply_piece(const Operands& ops, const TilePattern& pattern, const RowPi
       f1 = std::upper_bound(cols + f0, cols + f1, j_last) - cols;
     }
     if (f0 >= f1) continue;
-    kernel(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0), b.col + f0,
-                             f1 - f0, scratch.slot.data(), scratch.a_wide.data()});
+    const cpu::BlockRowKernel block_kernel = padded ? accumulation.padded_kernel : kernel;
+    block_kernel(cpu::BlockRowTask{acc, acc_stride, m, a.block_values(e), b.block_values(f0), b.col + f0, f1 - f0,
+                                   scratch.slot.data(), scratch.a_wide.data()});
   }
 
   bool lost_tile = false;
-  for (std::int64_t t = 0; t < tiles; ++t) {
-    const std::uint32_t* c = acc + t * acc_stride;
-    lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
-    scratch.slot[pattern.col[first + t]] = -1;
+  if (!padded) {
+    for (std::int64_t t = 0; t < tiles; ++t) {
+      const std::uint32_t* c = acc + t * acc_stride;
+      lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
+    }
+  } else if (accumulation.padded_row_stride != m) {  // tile rows apart (m >= 9): row by row
+    for (std::int64_t t = 0; t < tiles; ++t) {
+      const std::uint32_t* c = acc + t * acc_stride;
+      set_record_index(out + t * stride, i, pattern.col[first + t]);
+      for (std::int32_t row = 0; row < m; ++row)
+        std::memcpy(out + t * stride + 8 + row * m * 4, c + row * accumulation.padded_row_stride,
+                    static_cast<std::size_t>(m) * 4);
+      c = reinterpret_cast<const std::uint32_t*>(out + t * stride + 8);
+      lost_tile |= std::all_of(c, c + mm, [](std::uint32_t v) { return v == 0; });
+    }
+  } else {
+    lost_tile = copy_out_small_tiles(acc, acc_stride, out, stride, i, pattern.col.data() + first, tiles, m);
   }
+  for (std::int64_t t = 0; t < tiles; ++t) scratch.slot[pattern.col[first + t]] = -1;
   if (lost_tile)
     throw Error(ExitCode::other, "internal error: cpu numeric phase produced an all-zero tile the symbolic phase kept");
 }
@@ -138,6 +218,14 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   // A row with more tiles than a thread's share of the chunk is split between threads.
   const std::int64_t piece_tiles = std::max<std::int64_t>(1, chunk_tiles / threads);
   const cpu::BlockRowKernel kernel = cpu::block_row_kernel(level, m);
+  Accumulation accumulation;
+  accumulation.padded_stride = cpu::padded_accumulator_stride(level, m);
+  accumulation.padded_row_stride = cpu::padded_row_stride(level, m);
+  accumulation.padded_kernel = cpu::padded_block_row_kernel(level, m);
+  accumulation.row_kernel = cpu::row_kernel(level, m);
+  if (accumulation.padded_kernel == nullptr) accumulation.padded_stride = 0;
+  if (accumulation.padded_stride > 0)
+    accumulation.max_padded_tiles = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (accumulation.padded_stride * 4));
   const std::int64_t total = pattern.tiles();
 
   NumericReport report;
@@ -169,6 +257,8 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   for (RowScratch& s : scratch) {
     s.slot.assign(static_cast<std::size_t>(p), -1);
     s.a_wide.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(m));
+    if (accumulation.padded_stride > 0)
+      s.padded.resize(static_cast<std::size_t>(accumulation.max_padded_tiles * accumulation.padded_stride) + 16);
   }
   std::vector<RowPiece> pieces;
 
@@ -209,6 +299,7 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
 
     std::exception_ptr failure;
     const std::int64_t piece_count = static_cast<std::int64_t>(pieces.size());
+    const std::int64_t grain = std::max<std::int64_t>(1, piece_count / (std::int64_t{threads} * 32));
     std::fill(busy.begin(), busy.end(), 0.0);
 #pragma omp parallel if (count >= 256 && piece_count > 1)
     {
@@ -217,12 +308,15 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
       const int me = omp_get_thread_num();
       RowScratch& mine = scratch[static_cast<std::size_t>(me)];
       const auto start = Clock::now();
-// One piece at a time: a piece is a row or a large part of one, and a small chunk has few.
-#pragma omp for schedule(dynamic, 1) nowait
+// Pieces handed out a few at a time: a piece is a row or a large part of one, and a small chunk
+// has few; short rows (finite elements: thousands of pieces a chunk) a 32nd of a thread's share
+// at a time, since one hand-out a row bounced the loop's counter between the cores (el2 on two
+// threads spent a third more CPU than on one).
+#pragma omp for schedule(dynamic, grain) nowait
       for (std::int64_t q = 0; q < piece_count; ++q) {
         try {
           const RowPiece& piece = pieces[static_cast<std::size_t>(q)];
-          multiply_piece(ops, pattern, piece, kernel, mine, buffer.data() + (piece.tile_begin - t0) * stride);
+          multiply_piece(ops, pattern, piece, kernel, accumulation, mine, buffer.data() + (piece.tile_begin - t0) * stride);
           if (options.tiles_computed != nullptr)
             options.tiles_computed->fetch_add(piece.tile_end - piece.tile_begin, std::memory_order_relaxed);
         } catch (...) {

@@ -1,24 +1,23 @@
 // Exact symbolic phase: C(i,j) is non-empty iff some k has colmask(A(i,k)) & rowmask(B(k,j)).
-// Light rows collect their columns with a stamp array and sort them; rows whose estimated
-// work exceeds a bitset's size OR whole precomputed B-row bitsets instead, so that dense
-// inputs cost p/64 words per A block, not one operation per block product.
+// A row whose column window (its B rows' first to last column) is no wider in words than its
+// work collects its columns in a bitset over the window: dense B rows ORed in as precomputed
+// bitsets (dense inputs cost p/64 words per A block, not one operation per block product), other
+// B rows as their words (finite-element rows: runs of neighbouring columns), a bit a product where
+// masks must be tested. Other rows (short, over a wide window) use a stamp array and a sort.
 #include <omp.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/parallel_failure.hpp"
 #include "kernels/cpu/cpu_backend.hpp"
+#include "operands/host_build.hpp"
 
 namespace blockmm::kernels {
 namespace {
-
-bool masks_intersect(const std::uint64_t* x, const std::uint64_t* y, std::int32_t words) {
-  for (std::int32_t w = 0; w < words; ++w)
-    if (x[w] & y[w]) return true;
-  return false;
-}
 
 bool mask_full(const std::uint64_t* mask, std::int32_t m) {
   const std::int32_t words = mask_words(m);
@@ -58,17 +57,176 @@ struct HeavyRowBitsets {
   }
 };
 
+// Each B row's columns as 64-bit words of a bitset over the columns: (word, bits) for every word
+// the row touches. Finite-element rows hold runs of neighbouring columns (3-D Q1: nine runs of
+// three), so a window row ORs in a third of the words it would set column by column.
+struct RowWords {
+  std::vector<std::int64_t> start;  // per B row (relative to b.row_begin), rows + 1; empty: no words
+  std::vector<std::int32_t> word;
+  std::vector<std::uint64_t> bits;
+
+  explicit RowWords(const BlockRowsView& b) : start(static_cast<std::size_t>(b.rows_held()) + 1, 0) {
+    const std::int32_t rows = b.rows_held();
+    const bool parallel = b.blocks() >= (1 << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int32_t r = 0; r < rows; ++r) {  // words a row: its columns' distinct col / 64 (ascending)
+      std::int64_t count = 0;
+      for (std::int64_t f = b.row_ptr[r]; f < b.row_ptr[r + 1]; ++f)
+        count += f == b.row_ptr[r] || (b.col[f] >> 6) != (b.col[f - 1] >> 6);
+      start[r + 1] = count;
+    }
+    for (std::int32_t r = 0; r < rows; ++r) start[r + 1] += start[r];
+    // Where runs are rare (random columns: a word a block), the words save little and would cost
+    // 12 bytes a B block: none then.
+    if (4 * start[rows] > 3 * b.blocks()) {
+      std::vector<std::int64_t>().swap(start);
+      return;
+    }
+    word.resize(static_cast<std::size_t>(start[rows]));
+    bits.assign(static_cast<std::size_t>(start[rows]), 0);
+#pragma omp parallel for schedule(dynamic, 256) if (parallel)
+    for (std::int32_t r = 0; r < rows; ++r) {
+      std::int64_t at = start[r] - 1;
+      for (std::int64_t f = b.row_ptr[r]; f < b.row_ptr[r + 1]; ++f) {
+        if (f == b.row_ptr[r] || (b.col[f] >> 6) != (b.col[f - 1] >> 6)) word[static_cast<std::size_t>(++at)] = b.col[f] >> 6;
+        bits[static_cast<std::size_t>(at)] |= std::uint64_t{1} << (b.col[f] & 63);
+      }
+    }
+  }
+};
+
+// One output row's columns, written in ascending order, by whichever of two forms costs least
+// for it (a bitset over its column window, or a stamp and a sort). `row_bits_` is all zero
+// between rows.
+class RowCollector {
+ public:
+  RowCollector(const Operands& ops, const HeavyRowBitsets& heavy, const RowWords& words)
+      : a_(ops.a), b_(ops.b), heavy_(heavy), words_(words), m_(ops.a.shape.m), mw_(mask_words(ops.a.shape.m)) {
+    stamp_.assign(static_cast<std::size_t>(a_.shape.block_rows()), -1);
+    row_bits_.assign(static_cast<std::size_t>(heavy.words), 0);
+  }
+
+  // Appends local row r's columns to `out`; returns how many.
+  std::int64_t collect(std::int32_t r, LargeVector<std::int32_t>& out) {
+    std::int64_t estimate = 0;
+    std::int32_t lo = INT32_MAX, hi = -1;  // the row's column window: its B rows' first and last columns
+    for (std::int64_t e = a_.row_ptr[r]; e < a_.row_ptr[r + 1]; ++e) {
+      const std::int32_t kr = a_.col[e] - b_.row_begin;
+      if (kr < 0 || kr >= b_.rows_held() || b_.row_ptr[kr] == b_.row_ptr[kr + 1]) continue;
+      estimate += b_.row_ptr[kr + 1] - b_.row_ptr[kr];
+      lo = std::min(lo, b_.col[b_.row_ptr[kr]]);
+      hi = std::max(hi, b_.col[b_.row_ptr[kr + 1] - 1]);
+    }
+    if (estimate == 0) return 0;
+    const std::int64_t window_words = (hi >> 6) - (lo >> 6) + 1;
+    // At most `estimate` columns, and no more than the window holds: written through a pointer
+    // (a push_back a column stored the vector's end back to memory each time).
+    const std::size_t before = out.size();
+    out.resize(before + static_cast<std::size_t>(std::min<std::int64_t>(estimate, hi - lo + 1)));
+    std::int32_t* const first = out.data() + before;
+    std::int32_t* last = first;
+    if (window_words <= estimate)  // every row whose work exceeds a bitset's size, too
+      last = bitset_row(r, lo >> 6, window_words, first);
+    else
+      last = stamp_row(r, first);
+    out.resize(before + static_cast<std::size_t>(last - first));
+    return last - first;
+  }
+
+ private:
+  bool intersects(std::int64_t e, std::int64_t f) const {
+    const std::uint64_t* x = a_.block_mask(e);
+    const std::uint64_t* y = b_.block_mask(f);
+    for (std::int32_t w = 0; w < mw_; ++w)
+      if (x[w] & y[w]) return true;
+    return false;
+  }
+
+  // Reads the bits of words [0, count) out as columns (base_word + w) * 64 + bit, clearing them.
+  std::int32_t* read_out(std::int64_t base_word, std::int64_t count, std::int32_t* out) {
+    for (std::int64_t w = 0; w < count; ++w) {
+      const auto column0 = static_cast<std::int32_t>((base_word + w) * 64);
+      for (std::uint64_t bits = row_bits_[w]; bits != 0; bits &= bits - 1) *out++ = column0 + __builtin_ctzll(bits);
+      row_bits_[w] = 0;
+    }
+    return out;
+  }
+
+  // A row over a column window no wider than its work, in a bitset over the window's words: per A
+  // block whose columns are all non-zero, its B row's precomputed bitset where the B row is dense
+  // (p/64 words an A block, not one operation a block product), else the B row's words (RowWords);
+  // otherwise a bit a block product with the mask test folded into it. No branch a product: a
+  // test of a column stamp mispredicted on every new column, and its columns then needed a sort.
+  std::int32_t* bitset_row(std::int32_t r, std::int64_t base_word, std::int64_t count, std::int32_t* out) {
+    std::uint64_t* const bits = row_bits_.data();
+    for (std::int64_t e = a_.row_ptr[r]; e < a_.row_ptr[r + 1]; ++e) {
+      const std::int32_t kr = a_.col[e] - b_.row_begin;
+      if (kr < 0 || kr >= b_.rows_held()) continue;
+      if (mask_full(a_.block_mask(e), m_)) {  // every B block (none is all zero) meets it
+        const std::uint64_t* brow = heavy_.slot.empty() ? nullptr : heavy_.row(kr);
+        if (brow != nullptr) {
+          for (std::int64_t w = 0; w < count; ++w) bits[w] |= brow[base_word + w];
+          continue;
+        }
+        if (!words_.start.empty()) {
+          for (std::int64_t w = words_.start[kr]; w < words_.start[kr + 1]; ++w)
+            bits[words_.word[static_cast<std::size_t>(w)] - base_word] |= words_.bits[static_cast<std::size_t>(w)];
+          continue;
+        }
+        for (std::int64_t f = b_.row_ptr[kr]; f < b_.row_ptr[kr + 1]; ++f)
+          bits[(b_.col[f] >> 6) - base_word] |= std::uint64_t{1} << (b_.col[f] & 63);
+        continue;
+      }
+      for (std::int64_t f = b_.row_ptr[kr]; f < b_.row_ptr[kr + 1]; ++f)
+        bits[(b_.col[f] >> 6) - base_word] |= std::uint64_t{intersects(e, f)} << (b_.col[f] & 63);
+    }
+    return read_out(base_word, count, out);
+  }
+
+  // A short row over a wide window: a stamp a column, the found columns sorted.
+  std::int32_t* stamp_row(std::int32_t r, std::int32_t* out) {
+    std::int32_t* const first = out;
+    const std::int32_t row_id = a_.row_begin + r;
+    for (std::int64_t e = a_.row_ptr[r]; e < a_.row_ptr[r + 1]; ++e) {
+      const std::int32_t kr = a_.col[e] - b_.row_begin;
+      if (kr < 0 || kr >= b_.rows_held()) continue;
+      for (std::int64_t f = b_.row_ptr[kr]; f < b_.row_ptr[kr + 1]; ++f) {
+        const std::int32_t j = b_.col[f];
+        if (stamp_[j] != row_id && intersects(e, f)) {
+          stamp_[j] = row_id;
+          *out++ = j;
+        }
+      }
+    }
+    std::sort(first, out);
+    return out;
+  }
+
+  const BlockMatrix& a_;
+  const BlockRowsView& b_;
+  const HeavyRowBitsets& heavy_;
+  const RowWords& words_;
+  const std::int32_t m_, mw_;
+  std::vector<std::int32_t> stamp_;
+  std::vector<std::uint64_t> row_bits_;
+};
+
+// Where a chunk of rows put its columns: in its thread's buffer from `offset`.
+struct ChunkColumns {
+  int thread = 0;
+  std::int64_t offset = 0;
+  std::int64_t count = 0;
+};
+
 }  // namespace
 
 TilePattern cpu_symbolic(const Operands& ops) {
   const BlockMatrix& a = ops.a;
   const BlockRowsView& b = ops.b;
   const std::int32_t p = a.shape.block_rows();
-  const std::int32_t m = a.shape.m;
-  const std::int32_t mw = mask_words(m);
   const std::int32_t rows = a.rows_held();
   const HeavyRowBitsets heavy(b, p);
-  const std::int64_t words = heavy.words;
+  const RowWords words(b);
 
   TilePattern pattern;
   pattern.row_begin = a.row_begin;
@@ -77,95 +235,55 @@ TilePattern cpu_symbolic(const Operands& ops) {
 
   constexpr std::int32_t kRowsPerChunk = 64;
   const std::int32_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  std::vector<std::vector<std::int32_t>> chunk_cols(static_cast<std::size_t>(chunks));
-
+  std::vector<ChunkColumns> placed(static_cast<std::size_t>(chunks));
   // Small panels run on one thread: waking a team costs more than the work.
   const bool parallel = a.blocks() + b.blocks() >= (1 << 14);
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  // Each thread appends its chunks' columns to a buffer of its own, in huge pages (fresh 4 KiB
+  // pages, faulted here and again in a copy, cost a third of this phase on finite-element rows);
+  // one thread's buffer is the pattern itself.
+  std::vector<LargeVector<std::int32_t>> columns(static_cast<std::size_t>(threads));
+  // (A guess of its size, at most the mapping threshold: a longer one grows by doubling.)
+  const auto likely =
+      static_cast<std::size_t>(std::min<std::int64_t>(4 * a.blocks() / threads, std::int64_t{8} << 20));
   ParallelFailure failure;  // out of memory in a thread: rethrown after the region
-#pragma omp parallel if (parallel)
+#pragma omp parallel num_threads(threads)
   {
-    std::vector<std::int32_t> stamp;
-    std::vector<std::uint64_t> row_bits;
-    std::vector<std::int32_t> found;
+    std::unique_ptr<RowCollector> collector;
+    LargeVector<std::int32_t>& mine = columns[static_cast<std::size_t>(omp_get_thread_num())];
     failure.run([&] {
-      stamp.assign(static_cast<std::size_t>(p), -1);
-      row_bits.assign(static_cast<std::size_t>(words), 0);
+      collector = std::make_unique<RowCollector>(ops, heavy, words);
+      operands::reserve_in_huge_pages(mine, likely);
     });
 #pragma omp for schedule(dynamic, 1)
     for (std::int32_t c = 0; c < chunks; ++c) {
       if (failure.failed()) continue;  // every thread still reaches the loop's barrier
       failure.run([&] {
-        std::vector<std::int32_t>& out = chunk_cols[c];
-        const std::int32_t r_end = std::min(rows, (c + 1) * kRowsPerChunk);
-        // Room for the likely output up front: growing by doubling copies and faults pages twice.
-        std::int64_t expected = 0;
-        for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
-          std::int64_t row_estimate = 0;
-          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1] && row_estimate < p; ++e) {
-            const std::int32_t kr = a.col[e] - b.row_begin;
-            if (kr >= 0 && kr < b.rows_held()) row_estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
-          }
-          expected += std::min<std::int64_t>(row_estimate, p);
-        }
-        out.reserve(static_cast<std::size_t>(expected));
-        for (std::int32_t r = c * kRowsPerChunk; r < r_end; ++r) {
-          std::int64_t estimate = 0;
-          for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-            const std::int32_t kr = a.col[e] - b.row_begin;
-            if (kr >= 0 && kr < b.rows_held()) estimate += b.row_ptr[kr + 1] - b.row_ptr[kr];
-          }
-          const std::size_t before = out.size();
-          if (estimate > words) {
-            std::fill(row_bits.begin(), row_bits.end(), 0);
-            for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-              const std::int32_t kr = a.col[e] - b.row_begin;
-              if (kr < 0 || kr >= b.rows_held()) continue;
-              const std::uint64_t* amask = a.block_mask(e);
-              const std::uint64_t* brow = heavy.row(kr);
-              if (brow != nullptr && mask_full(amask, m)) {
-                for (std::int64_t w = 0; w < words; ++w) row_bits[w] |= brow[w];
-                continue;
-              }
-              for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f)
-                if (masks_intersect(amask, b.block_mask(f), mw))
-                  row_bits[b.col[f] >> 6] |= std::uint64_t{1} << (b.col[f] & 63);
-            }
-            for (std::int64_t w = 0; w < words; ++w) {
-              for (std::uint64_t bits = row_bits[w]; bits != 0; bits &= bits - 1)
-                out.push_back(static_cast<std::int32_t>(w * 64 + __builtin_ctzll(bits)));
-            }
-          } else {
-            found.clear();
-            const std::int32_t row_id = a.row_begin + r;
-            for (std::int64_t e = a.row_ptr[r]; e < a.row_ptr[r + 1]; ++e) {
-              const std::int32_t kr = a.col[e] - b.row_begin;
-              if (kr < 0 || kr >= b.rows_held()) continue;
-              const std::uint64_t* amask = a.block_mask(e);
-              for (std::int64_t f = b.row_ptr[kr]; f < b.row_ptr[kr + 1]; ++f) {
-                const std::int32_t j = b.col[f];
-                if (stamp[j] != row_id && masks_intersect(amask, b.block_mask(f), mw)) {
-                  stamp[j] = row_id;
-                  found.push_back(j);
-                }
-              }
-            }
-            std::sort(found.begin(), found.end());
-            out.insert(out.end(), found.begin(), found.end());
-          }
-          pattern.row_ptr[r + 1] = static_cast<std::int64_t>(out.size() - before);
-        }
+        ChunkColumns& chunk = placed[static_cast<std::size_t>(c)];
+        chunk.thread = omp_get_thread_num();
+        chunk.offset = static_cast<std::int64_t>(mine.size());
+        for (std::int32_t r = c * kRowsPerChunk; r < std::min(rows, (c + 1) * kRowsPerChunk); ++r)
+          pattern.row_ptr[r + 1] = collector->collect(r, mine);
+        chunk.count = static_cast<std::int64_t>(mine.size()) - chunk.offset;
       });
     }
   }
   failure.rethrow_if_failed();
 
   for (std::int32_t r = 0; r < rows; ++r) pattern.row_ptr[r + 1] += pattern.row_ptr[r];
+  if (threads == 1) {
+    pattern.col = std::move(columns[0]);
+    return pattern;
+  }
+  operands::reserve_in_huge_pages(pattern.col, static_cast<std::size_t>(pattern.row_ptr[rows]));
   pattern.col.resize(static_cast<std::size_t>(pattern.row_ptr[rows]));
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (std::int32_t c = 0; c < chunks; ++c) {
-    if (!chunk_cols[c].empty())
-      std::memcpy(pattern.col.data() + pattern.row_ptr[c * kRowsPerChunk], chunk_cols[c].data(),
-                  chunk_cols[c].size() * sizeof(std::int32_t));
+    const ChunkColumns& chunk = placed[static_cast<std::size_t>(c)];
+    if (chunk.count > 0)
+      std::memcpy(pattern.col.data() + pattern.row_ptr[c * kRowsPerChunk],
+                  columns[static_cast<std::size_t>(chunk.thread)].data() + chunk.offset,
+                  static_cast<std::size_t>(chunk.count) * sizeof(std::int32_t));
   }
   return pattern;
 }

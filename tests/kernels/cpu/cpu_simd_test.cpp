@@ -20,6 +20,7 @@
 #include "operands/host_build.hpp"
 #include "support/multiply.hpp"
 #include "support/random_blocks.hpp"
+#include "kernels/cpu/simd_level_test.hpp"
 
 namespace blockmm::testing {
 namespace {
@@ -28,13 +29,7 @@ using kernels::cpu::SimdLevel;
 
 constexpr std::uint32_t kMax = 0xFFFFFFFFu;
 
-class EveryLevel : public ::testing::TestWithParam<SimdLevel> {
- protected:
-  void SetUp() override {
-    if (!kernels::cpu::simd_level_available(GetParam()))
-      GTEST_SKIP() << kernels::cpu::to_string(GetParam()) << " kernels: not supported by this CPU or build";
-  }
-};
+class EveryLevel : public SimdLevelTest {};
 
 // at_limit / over_limit: uniform in [0, L] with one value L, where L is the one-plane limit for
 // the block size (byte_planes.hpp) or one more; limit_all: every value L.
@@ -85,17 +80,7 @@ void check_kernel_once(SimdLevel level, std::int32_t m, Values a_kind, Values b_
 
   // Reference: exact uint64 sums, saturated once.
   std::vector<std::uint64_t> exact(acc.begin(), acc.end());
-  for (std::int64_t f = 0; f < count; ++f) {
-    const std::int32_t s = slot[static_cast<std::size_t>(b_col[static_cast<std::size_t>(f)])];
-    if (s < 0) continue;
-    for (std::int32_t r = 0; r < m; ++r)
-      for (std::int32_t c = 0; c < m; ++c) {
-        std::uint64_t sum = 0;
-        for (std::int32_t l = 0; l < m; ++l)
-          sum += std::uint64_t{a[static_cast<std::size_t>(r * m + l)]} * b[static_cast<std::size_t>(f * mm + l * m + c)];
-        exact[static_cast<std::size_t>(s * acc_stride + r * m + c)] += sum;
-      }
-  }
+  add_exact_products(exact, acc_stride, m, m, a.data(), b.data(), b_col.data(), count, slot.data());
 
   std::vector<std::uint64_t> scratch(static_cast<std::size_t>(mm));
   const kernels::cpu::BlockRowKernel kernel = kernels::cpu::block_row_kernel(level, m);
@@ -344,13 +329,7 @@ TEST(SimdLevels, BestLevelIsAvailableAndPortableAlwaysIs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Levels, EveryLevel, ::testing::ValuesIn(kernels::cpu::kAllSimdLevels),
-                         [](const auto& param_info) {
-                           std::string name = kernels::cpu::to_string(param_info.param);
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Levels, EveryLevel, ::testing::ValuesIn(kernels::cpu::kAllSimdLevels), simd_level_test_name);
 
 }  // namespace
 }  // namespace blockmm::testing
