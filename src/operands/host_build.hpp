@@ -47,7 +47,7 @@ BlockMatrix copy_rows(const BlockRowsView& rows);
 // (2 MiB): the capacity asked is then at least the allocator's mapping threshold, so that the
 // memory is mapped with MADV_HUGEPAGE (core/large_buffer.hpp; untouched pages cost nothing) and
 // its first touch faults 2 MiB at a time. Fresh 4 KiB pages cost about as much as the one-pass
-// build's own work on small blocks (bench/NOTES.md item 39).
+// build's own work on small blocks (bench/NOTES.md item 43).
 template <typename T>
 void reserve_in_huge_pages(LargeVector<T>& array, std::size_t count) {
   constexpr std::size_t mapped = LargeVector<T>::allocator_type::kMapThreshold / sizeof(T);

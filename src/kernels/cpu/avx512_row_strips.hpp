@@ -1,7 +1,7 @@
 // The byte-plane block kernel for m = 9..64 (kMaxBlock) on AVX-512 BW, with or without VNNI, into
 // a padded accumulator: tile rows at a stride of whole registers (padded_row_stride), so that
 // every load and store of a tile row is a whole aligned register, none masked (masked stores
-// into the records held up the loads after them: bench/NOTES.md item 39). Included by
+// into the records held up the loads after them: bench/NOTES.md item 43). Included by
 // avx512_planes.hpp only.
 //
 // Per A block, prepared once for every B block of its row: the rows that hold a non-zero (the

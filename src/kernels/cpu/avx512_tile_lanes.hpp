@@ -132,7 +132,7 @@ __attribute__((always_inline)) inline void tile_lane_products(const typename Til
   constexpr std::int64_t mm = M * M;
   // The B block of the product this far ahead, and its tile where the tiles are the records: a
   // padded accumulator is a short row's, in L1 or L2, and prefetching its tiles cost 7-10 % of
-  // the phase (bench/NOTES.md item 39).
+  // the phase (bench/NOTES.md item 43).
   constexpr std::int64_t ahead = 4;
   for (std::int64_t f = 0; f < count; ++f, b += mm) {
     const std::int32_t s = slot[b_col[f]];
