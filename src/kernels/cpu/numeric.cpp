@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -205,6 +206,61 @@ void split_into_pieces(const TilePattern& pattern, std::int64_t t0, std::int64_t
   }
 }
 
+// The accumulation the kernels of this level offer for m.
+Accumulation make_accumulation(cpu::SimdLevel level, std::int32_t m) {
+  Accumulation accumulation;
+  accumulation.padded_stride = cpu::padded_accumulator_stride(level, m);
+  accumulation.padded_row_stride = cpu::padded_row_stride(level, m);
+  accumulation.padded_kernel = cpu::padded_block_row_kernel(level, m);
+  accumulation.row_kernel = cpu::row_kernel(level, m);
+  if (accumulation.padded_kernel == nullptr) accumulation.padded_stride = 0;
+  if (accumulation.padded_stride > 0)
+    accumulation.max_padded_tiles = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (accumulation.padded_stride * 4));
+  return accumulation;
+}
+
+// One thread's scratch each, for p local block-rows' output columns.
+std::vector<RowScratch> make_scratch(int threads, std::int32_t p, std::int32_t m, const Accumulation& accumulation) {
+  std::vector<RowScratch> scratch(static_cast<std::size_t>(threads));
+  for (RowScratch& s : scratch) {
+    s.slot.assign(static_cast<std::size_t>(p), -1);
+    s.a_wide.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(m));
+    if (accumulation.padded_stride > 0)
+      s.padded.resize(static_cast<std::size_t>(accumulation.max_padded_tiles * accumulation.padded_stride) + 16);
+  }
+  return scratch;
+}
+
+// The tiles to compute: all of them in order, or the ranges `next_tiles` hands out (rows shared
+// with other ranks), each cut into chunks of at most chunk_tiles.
+struct ChunkSource {
+  const std::function<bool(std::int64_t&, std::int64_t&)>& next_tiles;
+  std::int64_t total;
+  std::int64_t chunk_tiles;
+  std::int64_t left_begin = 0, left_end = 0;  // what is left of the current range
+  bool all_handed_out = false;
+
+  bool next(std::int64_t& t0, std::int64_t& t1) {
+    while (left_begin >= left_end) {
+      if (next_tiles) {
+        if (!next_tiles(left_begin, left_end)) return false;
+        if (left_begin < 0 || left_end > total)
+          throw Error(ExitCode::other, "internal error: tiles [" + std::to_string(left_begin) + ", " +
+                                           std::to_string(left_end) + ") handed out of " + std::to_string(total));
+      } else {
+        if (all_handed_out) return false;
+        all_handed_out = true;
+        left_begin = 0;
+        left_end = total;
+      }
+    }
+    t0 = left_begin;
+    t1 = std::min(left_end, t0 + chunk_tiles);
+    left_begin = t1;
+    return true;
+  }
+};
+
 }  // namespace
 
 NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, const TilePattern& pattern,
@@ -218,15 +274,7 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   // A row with more tiles than a thread's share of the chunk is split between threads.
   const std::int64_t piece_tiles = std::max<std::int64_t>(1, chunk_tiles / threads);
   const cpu::BlockRowKernel kernel = cpu::block_row_kernel(level, m);
-  Accumulation accumulation;
-  accumulation.padded_stride = cpu::padded_accumulator_stride(level, m);
-  accumulation.padded_row_stride = cpu::padded_row_stride(level, m);
-  accumulation.padded_kernel = cpu::padded_block_row_kernel(level, m);
-  accumulation.row_kernel = cpu::row_kernel(level, m);
-  if (accumulation.padded_kernel == nullptr) accumulation.padded_stride = 0;
-  if (accumulation.padded_stride > 0)
-    accumulation.max_padded_tiles = std::max<std::int64_t>(1, (std::int64_t{1} << 20) / (accumulation.padded_stride * 4));
-  const std::int64_t total = pattern.tiles();
+  const Accumulation accumulation = make_accumulation(level, m);
 
   NumericReport report;
   report.device = "host (" + std::to_string(threads) + " OpenMP threads, " + cpu::to_string(level) + " kernels)";
@@ -253,41 +301,12 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
   // Per thread, the span of its pieces in the current chunk (the writer's counted from the end
   // of its write): the longest is the chunk's compute time.
   std::vector<double> busy(static_cast<std::size_t>(threads));
-  std::vector<RowScratch> scratch(static_cast<std::size_t>(threads));
-  for (RowScratch& s : scratch) {
-    s.slot.assign(static_cast<std::size_t>(p), -1);
-    s.a_wide.resize(static_cast<std::size_t>(m) * static_cast<std::size_t>(m));
-    if (accumulation.padded_stride > 0)
-      s.padded.resize(static_cast<std::size_t>(accumulation.max_padded_tiles * accumulation.padded_stride) + 16);
-  }
+  std::vector<RowScratch> scratch = make_scratch(threads, p, m, accumulation);
   std::vector<RowPiece> pieces;
-
-  // The tiles to compute: all of them in order, or the ranges options.next_tiles hands out
-  // (rows shared with other ranks), each cut into chunks.
-  std::int64_t left_begin = 0, left_end = 0;  // what is left of the current range
-  bool all_handed_out = false;
-  const auto next_chunk = [&](std::int64_t& t0, std::int64_t& t1) {
-    while (left_begin >= left_end) {
-      if (options.next_tiles) {
-        if (!options.next_tiles(left_begin, left_end)) return false;
-        if (left_begin < 0 || left_end > total)
-          throw Error(ExitCode::other, "internal error: tiles [" + std::to_string(left_begin) + ", " +
-                                           std::to_string(left_end) + ") handed out of " + std::to_string(total));
-      } else {
-        if (all_handed_out) return false;
-        all_handed_out = true;
-        left_begin = 0;
-        left_end = total;
-      }
-    }
-    t0 = left_begin;
-    t1 = std::min(left_end, t0 + chunk_tiles);
-    left_begin = t1;
-    return true;
-  };
+  ChunkSource chunks{options.next_tiles, pattern.tiles(), chunk_tiles};
   std::int64_t done = 0;
 
-  for (std::int64_t t0 = 0, t1 = 0; next_chunk(t0, t1);) {
+  for (std::int64_t t0 = 0, t1 = 0; chunks.next(t0, t1);) {
     const std::int64_t count = t1 - t0;
     split_into_pieces(pattern, t0, t1, piece_tiles, pieces);
 
