@@ -277,9 +277,6 @@ bool build_from_sorted_records(const InputRecords& records, OperandRole role, Bl
   const std::int32_t words = role == OperandRole::plain ? 0 : mask_words(records.shape.m);
   if (!looks_sorted(records)) return false;
   matrix.row_ptr.assign(static_cast<std::size_t>(rows) + 1, 0);
-  reserve_in_huge_pages(matrix.col, static_cast<std::size_t>(count));
-  reserve_in_huge_pages(matrix.values, static_cast<std::size_t>(count * mm));
-  reserve_in_huge_pages(matrix.masks, static_cast<std::size_t>(count * words));
   matrix.col.resize(static_cast<std::size_t>(count));
   matrix.values.resize(static_cast<std::size_t>(count * mm));
   matrix.masks.resize(static_cast<std::size_t>(count * words));
@@ -454,9 +451,6 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   // 4. Gather the kept blocks' values in CSR order and compute their masks.
   const std::int64_t blocks = matrix.row_ptr[rows];
   const std::int32_t words = role == OperandRole::plain ? 0 : mask_words(m);
-  reserve_in_huge_pages(matrix.col, static_cast<std::size_t>(blocks));
-  reserve_in_huge_pages(matrix.values, static_cast<std::size_t>(blocks * mm));
-  reserve_in_huge_pages(matrix.masks, static_cast<std::size_t>(blocks * words));
   matrix.col.resize(static_cast<std::size_t>(blocks));
   matrix.values.resize(static_cast<std::size_t>(blocks * mm));
   matrix.masks.resize(static_cast<std::size_t>(blocks * words));

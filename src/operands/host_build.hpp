@@ -43,17 +43,6 @@ BlockMatrix slice_rows(const BlockMatrix& a, std::int32_t row_begin, std::int32_
 // A matrix of its own holding `rows` (CSR, values and masks; no CSC, which the host kernels never read).
 BlockMatrix copy_rows(const BlockRowsView& rows);
 
-// Room for `count` elements, in huge pages where the array is large enough for them to pay
-// (2 MiB): the capacity asked is then at least the allocator's mapping threshold, so that the
-// memory is mapped with MADV_HUGEPAGE (core/large_buffer.hpp; untouched pages cost nothing) and
-// its first touch faults 2 MiB at a time. Fresh 4 KiB pages cost about as much as the one-pass
-// build's own work on small blocks (bench/NOTES.md item 43).
-template <typename T>
-void reserve_in_huge_pages(LargeVector<T>& array, std::size_t count) {
-  constexpr std::size_t mapped = LargeVector<T>::allocator_type::kMapThreshold / sizeof(T);
-  array.reserve(count * sizeof(T) >= (std::size_t{2} << 20) && count < mapped ? mapped : count);
-}
-
 // Bytes a matrix holds, and a bound on what building one from `records` records over `rows`
 // block-rows holds at its peak (the records, then the matrix beside them).
 std::int64_t matrix_bytes(const BlockMatrix& matrix);

@@ -260,5 +260,31 @@ TEST(BuildBlockMatrix, SortedRecordsWithAFaultGoToTheGeneralBuild) {
                Error);
 }
 
+// A matrix's arrays hold at most what its records need (all-zero blocks, dropped, may leave
+// their room behind): an array of 2 MiB and more once took
+// the allocator's 32 MiB mapping threshold as its capacity (for huge pages), up to 16 times the
+// address space the blocks need, which ran products under `ulimit -v` out of memory early.
+TEST(BuildBlockMatrix, ArraysTakeTheRoomTheirBlocksNeed) {
+  std::mt19937_64 rng(5050);
+  for (bool shuffle : {false, true}) {  // the one-pass build and the general one
+    RandomSpec spec;
+    spec.m = 8;
+    spec.n = 8 * 400;
+    spec.density = 0.15;  // ~24 000 blocks: values of ~3 MiB
+    spec.zero_block_fraction = 0.05;
+    spec.shuffle = shuffle;
+    const InputRecords records = random_blocks(spec, rng);
+    const BlockMatrix b = operands::build_block_matrix(records, 0, 400, OperandRole::left,
+                                                        [](std::int32_t, std::int32_t) { return std::string("dup"); });
+    SCOPED_TRACE(shuffle ? "shuffled" : "sorted");
+    ASSERT_GE(b.values.size() * 2, std::size_t{2} << 20);
+    const auto records_count = static_cast<std::size_t>(records.size());
+    EXPECT_LE(b.values.capacity(), records_count * 64);
+    EXPECT_LE(b.col.capacity(), records_count);
+    EXPECT_LE(b.masks.capacity(), records_count);
+    expect_matches(records, shuffle ? "shuffled" : "sorted");
+  }
+}
+
 }  // namespace
 }  // namespace blockmm::testing

@@ -243,7 +243,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
   // pages, faulted here and again in a copy, cost a third of this phase on finite-element rows);
   // one thread's buffer is the pattern itself.
   std::vector<LargeVector<std::int32_t>> columns(static_cast<std::size_t>(threads));
-  // (A guess of its size, at most the mapping threshold: a longer one grows by doubling.)
+  // (A guess of its size, at most 32 MiB: a longer one grows by doubling.)
   const auto likely =
       static_cast<std::size_t>(std::min<std::int64_t>(4 * a.blocks() / threads, std::int64_t{8} << 20));
   ParallelFailure failure;  // out of memory in a thread: rethrown after the region
@@ -253,7 +253,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
     LargeVector<std::int32_t>& mine = columns[static_cast<std::size_t>(omp_get_thread_num())];
     failure.run([&] {
       collector = std::make_unique<RowCollector>(ops, heavy, words);
-      operands::reserve_in_huge_pages(mine, likely);
+      mine.reserve(likely);
     });
 #pragma omp for schedule(dynamic, 1)
     for (std::int32_t c = 0; c < chunks; ++c) {
@@ -275,7 +275,6 @@ TilePattern cpu_symbolic(const Operands& ops) {
     pattern.col = std::move(columns[0]);
     return pattern;
   }
-  operands::reserve_in_huge_pages(pattern.col, static_cast<std::size_t>(pattern.row_ptr[rows]));
   pattern.col.resize(static_cast<std::size_t>(pattern.row_ptr[rows]));
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (std::int32_t c = 0; c < chunks; ++c) {

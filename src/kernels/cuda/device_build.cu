@@ -226,7 +226,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     }
     BLOCKMM_CUDA_CHECK(cudaGetLastError());
   }
-  const HugePageVector<std::int32_t> row_ptr = download_rows(d.d_row_ptr.get(), std::int64_t{rows} + 1, stream);
+  const LargeVector<std::int32_t> row_ptr = download_rows(d.d_row_ptr.get(), std::int64_t{rows} + 1, stream);
   d.row_ptr.assign(row_ptr.begin(), row_ptr.end());
   d_records = {};
   block_source = {};
@@ -255,7 +255,7 @@ std::unique_ptr<DeviceOperand> build_on_device(RecordSource& records, const Oper
     exclusive_pointers(col_count.get(), p, d.d_col_ptr.get(), scratch, stream);
     // The sorted entries are in one of the two buffers; keep that one.
     d.d_csc_block = entry_buffer.Current() == entry.get() ? std::move(entry) : std::move(entry_alt);
-    const HugePageVector<std::int32_t> col_ptr = download_rows(d.d_col_ptr.get(), std::int64_t{p} + 1, stream);
+    const LargeVector<std::int32_t> col_ptr = download_rows(d.d_col_ptr.get(), std::int64_t{p} + 1, stream);
     d.col_ptr.assign(col_ptr.begin(), col_ptr.end());
   }
   BLOCKMM_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -166,7 +166,7 @@ DeviceArray<T> upload(const T* host, std::int64_t count, cudaStream_t stream) {
   return device;
 }
 
-// Into a fresh host vector of `count` elements (std::vector, or HugePageVector below).
+// Into a fresh host vector of `count` elements (std::vector, or LargeVector below).
 template <typename Vector, typename T>
 Vector download_into_new(const T* device, std::int64_t count, cudaStream_t stream) {
   Vector host(static_cast<std::size_t>(count));
@@ -185,8 +185,8 @@ std::vector<T> download(const T* device, std::int64_t count, cudaStream_t stream
 // Into host memory on huge pages (core/large_buffer.hpp): for arrays of one entry a block-row,
 // whose 4 KiB page faults cost more than the copy (with a million rows, say).
 template <typename T>
-HugePageVector<T> download_rows(const T* device, std::int64_t count, cudaStream_t stream) {
-  return download_into_new<HugePageVector<T>>(device, count, stream);
+LargeVector<T> download_rows(const T* device, std::int64_t count, cudaStream_t stream) {
+  return download_into_new<LargeVector<T>>(device, count, stream);
 }
 
 template <typename T>

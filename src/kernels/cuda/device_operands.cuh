@@ -29,13 +29,13 @@ class DeviceOperand final : public Operand {
   bool in_host_memory = false;   // its arrays in pinned host memory, read over the host link
 
   // CSR over rows [row_begin, row_end): pointers relative to the first row, columns absolute.
-  HugePageVector<std::int64_t> row_ptr;  // host copy (rows + 1)
+  LargeVector<std::int64_t> row_ptr;  // host copy (rows + 1)
   DeviceArray<std::int32_t> d_row_ptr;
   DeviceArray<std::int32_t> d_col;
   DeviceArray<std::uint16_t> d_values;  // CSR order, m * m each
   DeviceArray<std::uint64_t> d_masks;   // mask_words(m) per block: non-zero columns (A) or rows (B)
   // CSC over every block-column (right operands only): rows absolute, entries name CSR blocks.
-  HugePageVector<std::int64_t> col_ptr;  // host copy (p + 1)
+  LargeVector<std::int64_t> col_ptr;  // host copy (p + 1)
   DeviceArray<std::int32_t> d_col_ptr;
   DeviceArray<std::int32_t> d_csc_row;
   DeviceArray<std::int32_t> d_csc_block;
