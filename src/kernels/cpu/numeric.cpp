@@ -44,6 +44,14 @@ std::int64_t cpu_chunk_bytes(std::int64_t output_bytes, std::int64_t limit, int 
   return std::min(limit, bytes);
 }
 
+// A chunk buffer's room for `bytes`: a chunk near the 2 MiB a thread that cpu_chunk_bytes allows
+// (just under it) gets the allocator's 2 MiB, mapped in one huge page rather than 512 fresh 4 KiB
+// pages; a small output's chunks keep their size.
+std::size_t buffer_bytes(std::int64_t bytes) {
+  constexpr auto kMapped = static_cast<std::int64_t>(LargeBufferAllocator<std::byte>::kMapThreshold);
+  return static_cast<std::size_t>(bytes >= kMapped / 2 ? std::max(bytes, kMapped) : bytes);
+}
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -314,6 +322,7 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
     // first: a kept buffer that must grow then copies nothing into its new memory).
     LargeVector<std::byte>& buffer = buffers[report.chunks % 2];
     buffer.clear();
+    buffer.reserve(buffer_bytes(count * stride));
     buffer.resize(static_cast<std::size_t>(count * stride));
 
     std::exception_ptr failure;

@@ -62,8 +62,8 @@ struct HeavyRowBitsets {
 // three), so a window row ORs in a third of the words it would set column by column.
 struct RowWords {
   std::vector<std::int64_t> start;  // per B row (relative to b.row_begin), rows + 1; empty: no words
-  std::vector<std::int32_t> word;
-  std::vector<std::uint64_t> bits;
+  LargeVector<std::int32_t> word;   // (a few per B block: in huge pages where they are large)
+  LargeVector<std::uint64_t> bits;
 
   explicit RowWords(const BlockRowsView& b) : start(static_cast<std::size_t>(b.rows_held()) + 1, 0) {
     const std::int32_t rows = b.rows_held();
@@ -83,9 +83,10 @@ struct RowWords {
       return;
     }
     word.resize(static_cast<std::size_t>(start[rows]));
-    bits.assign(static_cast<std::size_t>(start[rows]), 0);
+    bits.resize(static_cast<std::size_t>(start[rows]));
 #pragma omp parallel for schedule(dynamic, 256) if (parallel)
     for (std::int32_t r = 0; r < rows; ++r) {
+      std::fill(bits.data() + start[r], bits.data() + start[r + 1], 0);  // LargeVector leaves them uninitialised
       std::int64_t at = start[r] - 1;
       for (std::int64_t f = b.row_ptr[r]; f < b.row_ptr[r + 1]; ++f) {
         if (f == b.row_ptr[r] || (b.col[f] >> 6) != (b.col[f - 1] >> 6)) word[static_cast<std::size_t>(++at)] = b.col[f] >> 6;
