@@ -16,7 +16,10 @@ namespace {
 
 // Parts of the records run in parallel, each writing its blocks at its records' own positions;
 // all-zero blocks, if any, are squeezed out afterwards.
+// Parts from 64 Ki records or 1 MiB of them: large blocks (m = 23's 1 KiB records) are few but
+// each costs as much as hundreds of small ones.
 constexpr std::int64_t kParallelRecords = 1 << 16;
+constexpr std::int64_t kParallelBytes = std::int64_t{1} << 20;
 // A read from a source: a piece stays in the reading core's cache (L2) until it is copied.
 constexpr std::int64_t kPieceBytes = std::int64_t{256} << 10;
 
@@ -243,7 +246,9 @@ bool finish_sorted_build(const std::vector<SortedPart>& found, std::int64_t coun
   return true;
 }
 
-int parts_for(std::int64_t count) { return count >= kParallelRecords ? omp_get_max_threads() : 1; }
+int parts_for(std::int64_t count, std::int64_t stride) {
+  return count >= kParallelRecords || count * stride >= kParallelBytes ? omp_get_max_threads() : 1;
+}
 
 }  // namespace
 
@@ -255,7 +260,7 @@ bool build_from_sorted_records(const InputRecords& records, OperandRole role, Bl
   };
   if (!looks_sorted(count, stride, read)) return false;
   const SortedTarget to = size_arrays(matrix, count, role);
-  const int parts = parts_for(count);
+  const int parts = parts_for(count, stride);
   std::vector<SortedPart> found(static_cast<std::size_t>(parts));
   const SortedPieceCopy copy = sorted_piece_copy(records.shape.m);
 #pragma omp parallel for schedule(static, 1) if (parts > 1)
@@ -279,7 +284,7 @@ bool build_from_sorted_source(const RecordSource& source, OperandRole role, Bloc
     return false;
   }
   const SortedTarget to = size_arrays(matrix, count, role);
-  const int parts = parts_for(count);
+  const int parts = parts_for(count, stride);
   const std::int64_t per_piece = std::max<std::int64_t>(1, kPieceBytes / stride);
   std::vector<SortedPart> found(static_cast<std::size_t>(parts));
   const SortedPieceCopy copy = sorted_piece_copy(source.shape().m);

@@ -114,16 +114,17 @@ TEST(SortedSourceBuild, PiecesBuildAsRecordsInMemoryDo) {
   // blocks in each part (squeezed out across the parts' boundaries), rows across the boundaries.
   const int threads = omp_get_max_threads();
   omp_set_num_threads(3);
-  for (std::int32_t m : {1, 9}) {
+  // m = 23: fewer than 64 Ki records, but over 1 MiB of them (parts too).
+  for (std::int32_t m : {1, 9, 23}) {
     RandomSpec spec;
     spec.m = m;
-    spec.n = m * (m == 1 ? 600 : 380);
-    spec.density = m == 1 ? 0.3 : 0.5;
+    spec.n = m * (m == 1 ? 600 : m == 9 ? 380 : 120);
+    spec.density = m == 1 ? 0.3 : m == 9 ? 0.5 : 0.1;
     spec.zero_block_fraction = 0.2;
     spec.empty_row_fraction = 0.1;
     spec.shuffle = false;
     const InputRecords records = random_blocks(spec, rng);
-    ASSERT_GE(records.size(), 1 << 16);
+    ASSERT_TRUE(records.size() >= (1 << 16) || static_cast<std::int64_t>(records.bytes.size()) >= (1 << 20));
     expect_streamed_build_matches(records, 0, records.shape.block_rows(), "three parts, m=" + std::to_string(m));
   }
   omp_set_num_threads(threads);
