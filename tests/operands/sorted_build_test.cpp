@@ -56,20 +56,6 @@ void expect_same(const BlockMatrix& x, const BlockMatrix& y) {
   ASSERT_TRUE(x.col_ptr == y.col_ptr && x.csc_row == y.csc_row && x.csc_block == y.csc_block);
 }
 
-// The records in a random order (reversed pairs swapped at random): the general build's input.
-InputRecords shuffled(const InputRecords& records, std::mt19937_64& rng) {
-  InputRecords out = records;
-  const std::size_t stride = static_cast<std::size_t>(records.stride());
-  std::vector<std::byte> held(stride);
-  for (std::int64_t q = records.size() - 1; q > 0; --q) {
-    const auto r = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(q + 1));
-    std::memcpy(held.data(), out.record(q), stride);
-    std::memcpy(out.record(q), out.record(r), stride);
-    std::memcpy(out.record(r), held.data(), stride);
-  }
-  return out;
-}
-
 // Built from a source in pieces (without a take), from the records in memory (the one-pass build
 // there) and from them shuffled (the general build, with its sort: the independent reference):
 // the same.
@@ -77,7 +63,7 @@ void expect_streamed_build_matches(const InputRecords& sorted, std::int32_t row_
                                    const std::string& what) {
   SCOPED_TRACE(what);
   std::mt19937_64 rng(sorted.size());
-  const InputRecords unsorted = shuffled(sorted, rng);
+  const InputRecords unsorted = shuffled_records(sorted, rng);
   for (OperandRole role : {OperandRole::left, OperandRole::right, OperandRole::plain}) {
     PieceSource source(sorted);
     const BlockMatrix x = operands::build_block_matrix(source, row_begin, row_end, role, named);
@@ -103,12 +89,7 @@ TEST(SortedSourceBuild, PiecesBuildAsRecordsInMemoryDo) {
     const std::int32_t p = records.shape.block_rows();
     expect_streamed_build_matches(records, 0, p, "m=" + std::to_string(m));
     const std::int32_t lo = p / 3, hi = p - p / 4;  // a rank's rows alone
-    InputRecords part;
-    part.shape = records.shape;
-    for (std::int64_t q = 0; q < records.size(); ++q)
-      if (record_row(records.record(q)) >= lo && record_row(records.record(q)) < hi)
-        part.bytes.insert(part.bytes.end(), records.record(q), records.record(q) + records.stride());
-    expect_streamed_build_matches(part, lo, hi, "rows of m=" + std::to_string(m));
+    expect_streamed_build_matches(records_in_rows(records, lo, hi), lo, hi, "rows of m=" + std::to_string(m));
   }
   // Parts on three threads, several pieces each (m = 9: 170 bytes a record, 1542 a piece), all-zero
   // blocks in each part (squeezed out across the parts' boundaries), rows across the boundaries.
@@ -130,7 +111,7 @@ TEST(SortedSourceBuild, PiecesBuildAsRecordsInMemoryDo) {
   omp_set_num_threads(threads);
 }
 
-// No records (k = 0), one record, and a few with every row empty but one: built as in memory.
+// No records (k = 0), and three in one row with the other rows empty: built as in memory.
 TEST(SortedSourceBuild, EmptyAndTinySources) {
   for (std::int32_t m : {1, 4, 23}) {
     SCOPED_TRACE(m);
@@ -143,14 +124,10 @@ TEST(SortedSourceBuild, EmptyAndTinySources) {
       EXPECT_EQ(x.row_ptr, std::vector<std::int64_t>(6, 0));
       expect_same(x, operands::build_block_matrix(none, 0, 5, role, named));
     }
-    InputRecords few = none;
-    for (std::int32_t j : {0, 2, 4}) {  // row 3 alone, its middle block all zero
-      const std::size_t at = few.bytes.size();
-      few.bytes.resize(at + static_cast<std::size_t>(few.stride()), std::byte{0});
-      std::int32_t key[2] = {3, j};
-      std::memcpy(few.bytes.data() + at, key, sizeof key);
-      if (j != 2) few.bytes[at + 8 + 2 * static_cast<std::size_t>(m * m - 1)] = std::byte{7};
-    }
+    // Row 3 alone, its middle block all zero.
+    std::vector<std::uint16_t> nonzero(static_cast<std::size_t>(m) * m, 0), zero = nonzero;
+    nonzero.back() = 7;
+    const InputRecords few = make_records(m * 5, m, {{3, 0, nonzero}, {3, 2, zero}, {3, 4, nonzero}});
     expect_streamed_build_matches(few, 0, 5, "three records in row 3");
     expect_streamed_build_matches(few, 2, 4, "rows [2, 4)");
   }
