@@ -242,7 +242,9 @@ TilePattern cpu_symbolic(const Operands& ops) {
   const int threads = parallel ? omp_get_max_threads() : 1;
   // Each thread appends its chunks' columns to a buffer of its own, in huge pages (fresh 4 KiB
   // pages, faulted here and again in a copy, cost a third of this phase on finite-element rows);
-  // one thread's buffer is the pattern itself.
+  // one thread's buffer is the pattern itself. Each is the thread's own local during the loop:
+  // side by side in `columns`, the two vectors' ends (stored at every row) shared a cache line,
+  // which bounced between the cores and took two threads as long as one.
   std::vector<LargeVector<std::int32_t>> columns(static_cast<std::size_t>(threads));
   // (A guess of its size, at most 32 MiB: a longer one grows by doubling.)
   const auto likely =
@@ -251,7 +253,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
 #pragma omp parallel num_threads(threads)
   {
     std::unique_ptr<RowCollector> collector;
-    LargeVector<std::int32_t>& mine = columns[static_cast<std::size_t>(omp_get_thread_num())];
+    LargeVector<std::int32_t> mine;
     failure.run([&] {
       collector = std::make_unique<RowCollector>(ops, heavy, words);
       mine.reserve(likely);
@@ -268,6 +270,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
         chunk.count = static_cast<std::int64_t>(mine.size()) - chunk.offset;
       });
     }
+    columns[static_cast<std::size_t>(omp_get_thread_num())] = std::move(mine);
   }
   failure.rethrow_if_failed();
 
