@@ -49,6 +49,9 @@ class RecordSource {
   virtual bool concurrent() const { return true; }
   // All records in host memory; moved out where the source already holds them. Call once.
   virtual InputRecords take() = 0;
+  // Whether take() moves records the source already holds (no read, no copy): a build then
+  // takes them rather than reading them in pieces.
+  virtual bool in_memory() const { return false; }
 };
 
 // Records already in memory (received from other ranks, or made by a test).
@@ -61,6 +64,7 @@ class MemoryRecordSource final : public RecordSource {
     if (count > 0) std::memcpy(dest, records_.record(first), static_cast<std::size_t>(count * stride()));
   }
   InputRecords take() override { return std::move(records_); }
+  bool in_memory() const override { return true; }
 
  private:
   InputRecords records_;

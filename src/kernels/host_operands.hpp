@@ -50,9 +50,8 @@ class HostPattern final : public ProductPattern {
 
 // The host build of an operand from any record source (no CSC: the host kernels read B by rows).
 inline std::unique_ptr<Operand> build_host_operand(RecordSource& records, const OperandSpec& spec) {
-  const InputRecords all = records.take();
   return std::make_unique<HostOperand>(
-      operands::build_block_matrix(all, spec.row_begin, spec.row_end, spec.role, spec.duplicate_message, false));
+      operands::build_block_matrix(records, spec.row_begin, spec.row_end, spec.role, spec.duplicate_message, false));
 }
 
 // The host form behind an operand or pattern that a host backend made; anything else is a

@@ -9,43 +9,11 @@
 
 #include "core/error.hpp"
 #include "core/parallel_failure.hpp"
+#include "operands/block_masks.hpp"
+#include "operands/sorted_build.hpp"
 
 namespace blockmm::operands {
 namespace {
-
-void set_bit(std::uint64_t* mask, std::int32_t bit) { mask[bit >> 6] |= std::uint64_t{1} << (bit & 63); }
-
-void compute_mask(const std::uint16_t* v, std::int32_t m, OperandRole role, std::uint64_t* mask) {
-  if (m <= 64) {  // one word, built in a register: an OR into memory an element chained the stores
-    // The rows ORed together value by value (columns), or each row ORed down (rows): loops the
-    // compiler vectorises, a bit test a column or row after (m = 23: a bit test a value cost
-    // 1.3 ns a value, most of a water block's build).
-    std::uint16_t lines[64] = {};
-    for (std::int32_t r = 0; r < m; ++r) {
-      const std::uint16_t* row = v + std::int64_t{r} * m;
-      if (role == OperandRole::left) {
-        for (std::int32_t c = 0; c < m; ++c) lines[c] |= row[c];
-      } else {
-        std::uint16_t any = 0;
-        for (std::int32_t c = 0; c < m; ++c) any |= row[c];
-        lines[r] = any;
-      }
-    }
-    std::uint64_t bits = 0;
-    for (std::int32_t x = 0; x < m; ++x) bits |= std::uint64_t{lines[x] != 0} << x;
-    mask[0] = bits;
-    return;
-  }
-  for (std::int32_t r = 0; r < m; ++r)
-    for (std::int32_t c = 0; c < m; ++c)
-      if (v[std::int64_t{r} * m + c] != 0) set_bit(mask, role == OperandRole::left ? c : r);
-}
-
-bool all_zero(const std::uint16_t* v, std::int64_t count) {
-  std::uint16_t any = 0;  // no early exit: a reduction the compiler vectorises (blocks are rarely all zero)
-  for (std::int64_t e = 0; e < count; ++e) any |= v[e];
-  return any == 0;
-}
 
 // Splits [0, count) into `parts` near-equal static ranges (deterministic placement).
 std::int64_t part_begin(std::int64_t count, int part, int parts) { return count * part / parts; }
@@ -121,201 +89,6 @@ constexpr std::uint64_t kZeroFlag = std::uint64_t{1} << 31;
 std::int32_t key_col(std::uint64_t key) { return static_cast<std::int32_t>(key >> 32); }
 std::int64_t key_record(std::uint64_t key) { return static_cast<std::int64_t>(key & (kZeroFlag - 1)); }
 bool key_zero(std::uint64_t key) { return (key & kZeroFlag) != 0; }
-
-// ---- Records already in CSR order: one pass, no keys, no sort.
-// Files written row-major (blockmm's own outputs, scipy's BSR, assemblers of finite-element
-// matrices, bench/real_shapes.py) arrive with their records in strictly increasing (i, j) order.
-// Then the row histogram, the key scatter, the per-row sortedness check and the gather in key
-// order (four passes and a key array a record) reduce to one pass that copies each record
-// where it already belongs. Parts of the records run in parallel, each writing its blocks at its
-// records' own positions; all-zero blocks, if any, are squeezed out afterwards.
-
-// Block-row and order key of record q (rows and columns non-negative where it matters: a
-// record whose row is out of range fails the build anyway).
-std::uint64_t record_key(const InputRecords& records, std::int64_t q) {
-  const std::byte* rec = records.record(q);
-  return static_cast<std::uint64_t>(static_cast<std::uint32_t>(record_row(rec))) << 32 |
-         static_cast<std::uint32_t>(record_col(rec));
-}
-
-// What one part of the records found: rows (row_before, last_row] took their row_ptr from it.
-struct SortedPart {
-  std::int64_t zeros = 0;  // all-zero blocks it dropped
-  std::int32_t row_before = 0;
-  std::int32_t last_row = 0;
-  bool in_order = true;
-};
-
-// The mask and zero test of one block, m fixed at compile time (M > 0) so that the loops unroll
-// into register work; returns false for an all-zero block.
-template <int M>
-bool small_block(const std::byte* values, OperandRole role, std::uint16_t* out, std::uint64_t* mask) {
-  std::uint16_t v[M * M];
-  std::memcpy(v, values, sizeof v);
-  std::uint16_t any = 0;
-  for (int e = 0; e < M * M; ++e) any |= v[e];
-  if (any == 0) return false;
-  std::memcpy(out, v, sizeof v);
-  if (role == OperandRole::plain) return true;
-  std::uint64_t bits = 0;
-  if (role == OperandRole::left) {
-    for (int c = 0; c < M; ++c) {
-      std::uint16_t column = 0;
-      for (int r = 0; r < M; ++r) column |= v[r * M + c];
-      bits |= std::uint64_t{column != 0} << c;
-    }
-  } else {
-    for (int r = 0; r < M; ++r) {
-      std::uint16_t row = 0;
-      for (int c = 0; c < M; ++c) row |= v[r * M + c];
-      bits |= std::uint64_t{row != 0} << r;
-    }
-  }
-  *mask = bits;
-  return true;
-}
-
-// Records [q0, q1) into blocks q0 - zeros.. of `matrix` (sized for every record), stopping at the
-// first record out of order or out of [row_begin, row_end).
-template <int M>
-SortedPart copy_sorted_part(const InputRecords& records, std::int64_t q0, std::int64_t q1, std::int32_t row_begin,
-                            std::int32_t row_end, OperandRole role, BlockMatrix& matrix) {
-  const std::int32_t m = M > 0 ? M : records.shape.m;
-  const std::int64_t mm = std::int64_t{m} * m;
-  const std::int32_t words = role == OperandRole::plain ? 0 : mask_words(m);
-  // Locals, not the structs' fields: the stores below (int32 columns among them) could alias
-  // those fields, which the compiler then reloaded for every record.
-  const std::byte* rec = records.bytes.data() + q0 * records.stride();
-  const std::int64_t record_stride = records.stride();
-  std::int64_t* const row_ptr = matrix.row_ptr.data();
-  std::int32_t* const col = matrix.col.data();
-  std::uint16_t* const values = matrix.values.data();
-  std::uint64_t* const masks = matrix.masks.data();
-  SortedPart part;
-  std::uint64_t previous = 0;
-  bool first = q0 == 0;
-  part.row_before = row_begin - 1;
-  if (!first) {
-    previous = record_key(records, q0 - 1);
-    part.row_before = static_cast<std::int32_t>(previous >> 32);
-  }
-  std::int32_t row = part.row_before;
-  std::int64_t b = q0;
-  for (std::int64_t q = q0; q < q1; ++q, rec += record_stride) {
-    const std::int32_t i = record_row(rec), j = record_col(rec);
-    const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::uint32_t>(i)) << 32 | static_cast<std::uint32_t>(j);
-    if (i < row_begin || i >= row_end || (!first && key <= previous)) {
-      part.in_order = false;
-      return part;
-    }
-    first = false;
-    previous = key;
-    for (; row < i; ++row) row_ptr[row + 1 - row_begin] = b;
-    std::uint16_t* out = values + b * mm;
-    if constexpr (M > 0) {
-      if (!small_block<M>(rec + 8, role, out, masks + b * words)) {
-        ++part.zeros;
-        continue;
-      }
-    } else {
-      const auto* v = reinterpret_cast<const std::uint16_t*>(rec + 8);
-      if (all_zero(v, mm)) {
-        ++part.zeros;
-        continue;
-      }
-      std::memcpy(out, v, static_cast<std::size_t>(mm) * 2);
-      if (words > 0) {
-        std::uint64_t* mask = masks + b * words;
-        std::fill(mask, mask + words, 0);
-        compute_mask(v, m, role, mask);
-      }
-    }
-    col[b] = j;
-    ++b;
-  }
-  part.last_row = row;
-  return part;
-}
-
-using SortedPartCopy = SortedPart (*)(const InputRecords&, std::int64_t, std::int64_t, std::int32_t, std::int32_t,
-                                      OperandRole, BlockMatrix&);
-
-SortedPartCopy sorted_part_copy(std::int32_t m) {
-  switch (m) {
-    case 1: return copy_sorted_part<1>;
-    case 2: return copy_sorted_part<2>;
-    case 3: return copy_sorted_part<3>;
-    case 4: return copy_sorted_part<4>;
-    case 5: return copy_sorted_part<5>;
-    case 6: return copy_sorted_part<6>;
-    case 7: return copy_sorted_part<7>;
-    case 8: return copy_sorted_part<8>;
-    default: return copy_sorted_part<0>;
-  }
-}
-
-// The records' first and last few keys in order: worth trying the one-pass build (a shuffled
-// file fails here, before any memory is touched).
-bool looks_sorted(const InputRecords& records) {
-  const std::int64_t count = records.size();
-  constexpr std::int64_t kProbe = 64;
-  for (std::int64_t q = 1; q < count; ++q) {
-    if (q == kProbe && count > 2 * kProbe) q = count - kProbe;
-    if (record_key(records, q) <= record_key(records, q - 1)) return false;
-  }
-  return true;
-}
-
-// Builds `matrix` (shape and rows set, arrays empty) from records in strictly increasing (i, j)
-// order within [row_begin, row_end). Returns false where they are not (a duplicate is not in
-// order either): the general build then runs and reports what is wrong, reusing the arrays'
-// memory.
-bool build_from_sorted_records(const InputRecords& records, OperandRole role, BlockMatrix& matrix) {
-  const std::int64_t count = records.size();
-  const std::int32_t rows = matrix.rows_held();
-  const std::int64_t mm = records.shape.block_values();
-  const std::int32_t words = role == OperandRole::plain ? 0 : mask_words(records.shape.m);
-  if (!looks_sorted(records)) return false;
-  matrix.row_ptr.assign(static_cast<std::size_t>(rows) + 1, 0);
-  matrix.col.resize(static_cast<std::size_t>(count));
-  matrix.values.resize(static_cast<std::size_t>(count * mm));
-  matrix.masks.resize(static_cast<std::size_t>(count * words));
-  const int parts = count >= kParallelItems ? omp_get_max_threads() : 1;
-  std::vector<SortedPart> found(static_cast<std::size_t>(parts));
-  const SortedPartCopy copy = sorted_part_copy(records.shape.m);
-#pragma omp parallel for schedule(static, 1) if (parts > 1)
-  for (int t = 0; t < parts; ++t)
-    found[static_cast<std::size_t>(t)] = copy(records, part_begin(count, t, parts), part_begin(count, t + 1, parts),
-                                              matrix.row_begin, matrix.row_end, role, matrix);
-  for (const SortedPart& part : found)
-    if (!part.in_order) return false;
-  // Squeeze out the all-zero blocks: part t's blocks move down by the zeros of the parts before it
-  // (in order, so that no move overwrites blocks not yet moved), and so do the row starts it set.
-  std::int64_t shift = 0;
-  for (int t = 0; t < parts; ++t) {
-    const SortedPart& part = found[static_cast<std::size_t>(t)];
-    const std::int64_t q0 = part_begin(count, t, parts);
-    const std::int64_t kept = part_begin(count, t + 1, parts) - q0 - part.zeros;
-    if (shift > 0) {
-      std::memmove(matrix.col.data() + q0 - shift, matrix.col.data() + q0, static_cast<std::size_t>(kept) * 4);
-      std::memmove(matrix.values.data() + (q0 - shift) * mm, matrix.values.data() + q0 * mm,
-                   static_cast<std::size_t>(kept * mm) * 2);
-      std::memmove(matrix.masks.data() + (q0 - shift) * words, matrix.masks.data() + q0 * words,
-                   static_cast<std::size_t>(kept * words) * 8);
-      for (std::int32_t r = part.row_before + 1; r <= part.last_row; ++r)
-        matrix.row_ptr[static_cast<std::size_t>(r - matrix.row_begin)] -= shift;
-    }
-    shift += part.zeros;
-  }
-  const std::int64_t blocks = count - shift;
-  const std::int32_t last_row = count > 0 ? found.back().last_row : matrix.row_begin - 1;
-  for (std::int32_t r = last_row + 1; r <= matrix.row_end; ++r)
-    matrix.row_ptr[static_cast<std::size_t>(r - matrix.row_begin)] = blocks;
-  matrix.col.resize(static_cast<std::size_t>(blocks));
-  matrix.values.resize(static_cast<std::size_t>(blocks * mm));
-  matrix.masks.resize(static_cast<std::size_t>(blocks * words));
-  return true;
-}
 
 }  // namespace
 
@@ -483,6 +256,22 @@ BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_beg
   }
   if (role == OperandRole::right && with_csc) build_csc(matrix);
   return matrix;
+}
+
+BlockMatrix build_block_matrix(RecordSource& source, std::int32_t row_begin, std::int32_t row_end, OperandRole role,
+                               const DuplicateMessage& duplicate_message, bool with_csc) {
+  if (!source.in_memory() && source.size() <= std::int64_t{INT32_MAX}) {
+    BlockMatrix matrix;
+    matrix.shape = source.shape();
+    matrix.row_begin = row_begin;
+    matrix.row_end = row_end;
+    if (build_from_sorted_source(source, role, matrix)) {
+      if (role == OperandRole::right && with_csc) build_csc(matrix);
+      return matrix;
+    }
+  }
+  const InputRecords records = source.take();
+  return build_block_matrix(records, row_begin, row_end, role, duplicate_message, with_csc);
 }
 
 std::vector<std::int64_t> count_row_products(const BlockMatrix& a, const BlockRowsView& b) {

@@ -1,6 +1,7 @@
 // From unordered records to compressed block matrices: CSR over a range of block-rows (and CSC
 // for right operands), duplicate detection, all-zero blocks dropped, operand masks computed.
-// Records that arrive in CSR order (files written row-major) are built in one pass over them.
+// Records that arrive in CSR order (files written row-major) are built in one pass over them
+// (operands/sorted_build.hpp), read from a file in pieces where they come from one.
 // The host implementation of a backend's build: the cpu and reference backends use it, and the
 // cuda backend where its device build would not fit the memory budget.
 #pragma once
@@ -28,6 +29,13 @@ void sort_row_by_column(std::uint64_t* keys, std::int64_t n, int column_bits, st
 // A right operand gets its CSC too unless `with_csc` is false (the host kernels never read it;
 // the cuda backend's upload of a host build does).
 BlockMatrix build_block_matrix(const InputRecords& records, std::int32_t row_begin, std::int32_t row_end,
+                               OperandRole role, const DuplicateMessage& duplicate_message, bool with_csc = true);
+
+// The same from a source. Records that the source reads where they lie (a file, not memory it
+// holds) and that arrive in CSR order are read in pieces by the threads straight into the
+// matrix, with no copy of them in memory; others, and any that the one-pass build refuses (out of
+// order, a read that fails), are taken whole and built as above, with the same errors.
+BlockMatrix build_block_matrix(RecordSource& source, std::int32_t row_begin, std::int32_t row_end,
                                OperandRole role, const DuplicateMessage& duplicate_message, bool with_csc = true);
 
 // Block products (pairs A(i,k), B(k,j)) of a panel whose B rows are `b`'s: the work every

@@ -157,12 +157,7 @@ TEST(BuildBlockMatrix, DuplicateInALongRowIsFound) {
 void expect_sorted_build_matches(const InputRecords& sorted, std::int32_t row_begin, std::int32_t row_end,
                                  std::mt19937_64& rng, const std::string& what) {
   SCOPED_TRACE(what);
-  InputRecords shuffled = sorted;
-  std::vector<std::int64_t> order(static_cast<std::size_t>(sorted.size()));
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  for (std::size_t q = 0; q < order.size(); ++q)
-    std::memcpy(shuffled.record(static_cast<std::int64_t>(q)), sorted.record(order[q]), static_cast<std::size_t>(sorted.stride()));
+  const InputRecords shuffled = shuffled_records(sorted, rng);
   const auto dup = [](std::int32_t, std::int32_t) { return std::string("dup"); };
   const std::int32_t m = sorted.shape.m;
   for (OperandRole role : {OperandRole::left, OperandRole::right, OperandRole::plain}) {
@@ -203,12 +198,7 @@ TEST(BuildBlockMatrix, SortedRecordsBuildAsShuffledOnesDo) {
     expect_sorted_build_matches(records, 0, p, rng, "m=" + std::to_string(m));
     // A rank's rows [lo, hi): its records alone, rows before and after it empty.
     const std::int32_t lo = p / 3, hi = p - p / 4;
-    InputRecords part;
-    part.shape = records.shape;
-    for (std::int64_t q = 0; q < records.size(); ++q)
-      if (record_row(records.record(q)) >= lo && record_row(records.record(q)) < hi)
-        part.bytes.insert(part.bytes.end(), records.record(q), records.record(q) + records.stride());
-    expect_sorted_build_matches(part, lo, hi, rng, "rows of m=" + std::to_string(m));
+    expect_sorted_build_matches(records_in_rows(records, lo, hi), lo, hi, rng, "rows of m=" + std::to_string(m));
   }
   // Enough records for parts on several threads, all-zero blocks in each part (squeezed out
   // across the parts' boundaries), rows that cross the boundaries.

@@ -75,4 +75,23 @@ InputRecords make_records(std::int32_t n, std::int32_t m,
   return r;
 }
 
+InputRecords shuffled_records(const InputRecords& records, std::mt19937_64& rng) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(records.size()));
+  for (std::size_t q = 0; q < order.size(); ++q) order[q] = static_cast<std::int64_t>(q);
+  std::shuffle(order.begin(), order.end(), rng);
+  InputRecords out = records;
+  for (std::size_t q = 0; q < order.size(); ++q)
+    std::memcpy(out.record(static_cast<std::int64_t>(q)), records.record(order[q]), static_cast<std::size_t>(records.stride()));
+  return out;
+}
+
+InputRecords records_in_rows(const InputRecords& records, std::int32_t lo, std::int32_t hi) {
+  InputRecords out;
+  out.shape = records.shape;
+  for (std::int64_t q = 0; q < records.size(); ++q)
+    if (record_row(records.record(q)) >= lo && record_row(records.record(q)) < hi)
+      out.bytes.insert(out.bytes.end(), records.record(q), records.record(q) + records.stride());
+  return out;
+}
+
 }  // namespace blockmm::testing

@@ -28,6 +28,13 @@ InputRecords random_blocks(const RandomSpec& spec, std::mt19937_64& rng);
 InputRecords make_records(std::int32_t n, std::int32_t m,
                           const std::vector<std::tuple<int, int, std::vector<std::uint16_t>>>& blocks);
 
+// The same records in a random order (what the general build sorts; in order they take the
+// one-pass build).
+InputRecords shuffled_records(const InputRecords& records, std::mt19937_64& rng);
+
+// The records whose block-row is in [lo, hi), in their order: a rank's share.
+InputRecords records_in_rows(const InputRecords& records, std::int32_t lo, std::int32_t hi);
+
 // A random spec covering the awkward cases: m in 1..32 (odd too), n not a power of two,
 // empty rows and columns, zero blocks, values near 65535 so that saturation fires.
 RandomSpec random_spec(std::mt19937_64& rng, std::int32_t max_block_rows = 24);

@@ -44,6 +44,14 @@ std::int64_t cpu_chunk_bytes(std::int64_t output_bytes, std::int64_t limit, int 
   return std::min(limit, bytes);
 }
 
+// A chunk buffer's room for `bytes`: a chunk near the 2 MiB a thread that cpu_chunk_bytes allows
+// (just under it) gets the allocator's 2 MiB, mapped in one huge page rather than 512 fresh 4 KiB
+// pages; a small output's chunks keep their size.
+std::size_t buffer_bytes(std::int64_t bytes) {
+  constexpr auto kMapped = static_cast<std::int64_t>(LargeBufferAllocator<std::byte>::kMapThreshold);
+  return static_cast<std::size_t>(bytes >= kMapped / 2 ? std::max(bytes, kMapped) : bytes);
+}
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -314,11 +322,15 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
     // first: a kept buffer that must grow then copies nothing into its new memory).
     LargeVector<std::byte>& buffer = buffers[report.chunks % 2];
     buffer.clear();
+    buffer.reserve(buffer_bytes(count * stride));
     buffer.resize(static_cast<std::size_t>(count * stride));
 
     std::exception_ptr failure;
     const std::int64_t piece_count = static_cast<std::int64_t>(pieces.size());
     const std::int64_t grain = std::max<std::int64_t>(1, piece_count / (std::int64_t{threads} * 32));
+    // The display's counter, shared by the threads, is added to some 64 times a thread a chunk:
+    // an add a piece (a short row) bounced its cache line between the cores at every row.
+    const std::int64_t report_every = std::max<std::int64_t>(1, count / (std::int64_t{threads} * 64));
     std::fill(busy.begin(), busy.end(), 0.0);
 #pragma omp parallel if (count >= 256 && piece_count > 1)
     {
@@ -327,6 +339,7 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
       const int me = omp_get_thread_num();
       RowScratch& mine = scratch[static_cast<std::size_t>(me)];
       const auto start = Clock::now();
+      std::int64_t unreported = 0;  // tiles done here and not yet added to options.tiles_computed
 // Pieces handed out a few at a time: a piece is a row or a large part of one, and a small chunk
 // has few; short rows (finite elements: thousands of pieces a chunk) a 32nd of a thread's share
 // at a time, since one hand-out a row bounced the loop's counter between the cores (el2 on two
@@ -336,13 +349,18 @@ NumericReport cpu_numeric_at_level(cpu::SimdLevel level, const Operands& ops, co
         try {
           const RowPiece& piece = pieces[static_cast<std::size_t>(q)];
           multiply_piece(ops, pattern, piece, kernel, accumulation, mine, buffer.data() + (piece.tile_begin - t0) * stride);
-          if (options.tiles_computed != nullptr)
-            options.tiles_computed->fetch_add(piece.tile_end - piece.tile_begin, std::memory_order_relaxed);
+          unreported += piece.tile_end - piece.tile_begin;
+          if (options.tiles_computed != nullptr && unreported >= report_every) {
+            options.tiles_computed->fetch_add(unreported, std::memory_order_relaxed);
+            unreported = 0;
+          }
         } catch (...) {
 #pragma omp critical
           failure = std::current_exception();
         }
       }
+      if (options.tiles_computed != nullptr && unreported > 0)
+        options.tiles_computed->fetch_add(unreported, std::memory_order_relaxed);
       busy[static_cast<std::size_t>(me)] = seconds_since(start);
     }
     report.compute_seconds += *std::max_element(busy.begin(), busy.end());

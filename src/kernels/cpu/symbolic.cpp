@@ -62,8 +62,8 @@ struct HeavyRowBitsets {
 // three), so a window row ORs in a third of the words it would set column by column.
 struct RowWords {
   std::vector<std::int64_t> start;  // per B row (relative to b.row_begin), rows + 1; empty: no words
-  std::vector<std::int32_t> word;
-  std::vector<std::uint64_t> bits;
+  LargeVector<std::int32_t> word;   // (a few per B block: in huge pages where they are large)
+  LargeVector<std::uint64_t> bits;
 
   explicit RowWords(const BlockRowsView& b) : start(static_cast<std::size_t>(b.rows_held()) + 1, 0) {
     const std::int32_t rows = b.rows_held();
@@ -83,9 +83,10 @@ struct RowWords {
       return;
     }
     word.resize(static_cast<std::size_t>(start[rows]));
-    bits.assign(static_cast<std::size_t>(start[rows]), 0);
+    bits.resize(static_cast<std::size_t>(start[rows]));
 #pragma omp parallel for schedule(dynamic, 256) if (parallel)
     for (std::int32_t r = 0; r < rows; ++r) {
+      std::fill(bits.data() + start[r], bits.data() + start[r + 1], 0);  // LargeVector leaves them uninitialised
       std::int64_t at = start[r] - 1;
       for (std::int64_t f = b.row_ptr[r]; f < b.row_ptr[r + 1]; ++f) {
         if (f == b.row_ptr[r] || (b.col[f] >> 6) != (b.col[f - 1] >> 6)) word[static_cast<std::size_t>(++at)] = b.col[f] >> 6;
@@ -241,7 +242,9 @@ TilePattern cpu_symbolic(const Operands& ops) {
   const int threads = parallel ? omp_get_max_threads() : 1;
   // Each thread appends its chunks' columns to a buffer of its own, in huge pages (fresh 4 KiB
   // pages, faulted here and again in a copy, cost a third of this phase on finite-element rows);
-  // one thread's buffer is the pattern itself.
+  // one thread's buffer is the pattern itself. Each is the thread's own local during the loop:
+  // side by side in `columns`, the two vectors' ends (stored at every row) shared a cache line,
+  // which bounced between the cores and took two threads as long as one.
   std::vector<LargeVector<std::int32_t>> columns(static_cast<std::size_t>(threads));
   // (A guess of its size, at most 32 MiB: a longer one grows by doubling.)
   const auto likely =
@@ -250,7 +253,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
 #pragma omp parallel num_threads(threads)
   {
     std::unique_ptr<RowCollector> collector;
-    LargeVector<std::int32_t>& mine = columns[static_cast<std::size_t>(omp_get_thread_num())];
+    LargeVector<std::int32_t> mine;
     failure.run([&] {
       collector = std::make_unique<RowCollector>(ops, heavy, words);
       mine.reserve(likely);
@@ -267,6 +270,7 @@ TilePattern cpu_symbolic(const Operands& ops) {
         chunk.count = static_cast<std::int64_t>(mine.size()) - chunk.offset;
       });
     }
+    columns[static_cast<std::size_t>(omp_get_thread_num())] = std::move(mine);
   }
   failure.rethrow_if_failed();
 

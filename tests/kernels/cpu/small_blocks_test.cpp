@@ -4,9 +4,10 @@
 // m = 2..7, A blocks one-plane and two-plane, B rows short and long, accumulators near
 // 2^32 - 1, against 64-bit sums saturated once. Whole numeric phase: random m 1-8 with short
 // rows (many sparse block-rows) and long ones (a few dense rows), saturation, against the
-// reference backend, byte for byte.
+// reference backend, byte for byte, and the display's tile counter reaching every tile.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -159,7 +160,10 @@ OutputRecords cpu_numeric(const InputRecords& a, const InputRecords& b, SimdLeve
   } sink(out);
   kernels::NumericOptions options;
   options.chunk_bytes = chunk;
+  std::atomic<std::int64_t> tiles_computed{0};  // the display's counter: every tile, once
+  options.tiles_computed = &tiles_computed;
   kernels::cpu_numeric_at_level(level, {am, bm}, pattern, sink, options);
+  EXPECT_EQ(tiles_computed.load(), pattern.tiles());
   return out;
 }
 

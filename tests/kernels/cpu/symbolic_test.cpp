@@ -21,6 +21,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/host_operands.hpp"
+#include "support/random_blocks.hpp"
 
 namespace blockmm::testing {
 namespace {
@@ -51,16 +52,6 @@ InputRecords make_blocks(std::int32_t p, std::int32_t m, const std::vector<std::
       std::memcpy(r.bytes.data() + at + 8, v.data(), v.size() * 2);
     }
   }
-  return r;
-}
-
-// Rows [lo, hi) of `all` (a rank's share).
-InputRecords rows_of(const InputRecords& all, std::int32_t lo, std::int32_t hi) {
-  InputRecords r;
-  r.shape = all.shape;
-  for (std::int64_t q = 0; q < all.size(); ++q)
-    if (record_row(all.record(q)) >= lo && record_row(all.record(q)) < hi)
-      r.bytes.insert(r.bytes.end(), all.record(q), all.record(q) + all.stride());
   return r;
 }
 
@@ -109,7 +100,7 @@ TilePattern cpu_pattern(int threads, const InputRecords& a, std::int32_t a_lo, s
   config.threads = threads;
   const auto backend = kernels::make_cpu_backend(config);
   const auto dup = [](std::int32_t, std::int32_t) { return std::string("duplicate"); };
-  MemoryRecordSource a_source(rows_of(a, a_lo, a_hi)), b_source(rows_of(b, b_lo, b_hi));
+  MemoryRecordSource a_source(records_in_rows(a, a_lo, a_hi)), b_source(records_in_rows(b, b_lo, b_hi));
   const auto am = backend->build(a_source, {a_lo, a_hi, OperandRole::left, dup});
   const auto bm = backend->build(b_source, {b_lo, b_hi, OperandRole::right, dup});
   return kernels::host_pattern(*backend->symbolic(*am, *bm));
