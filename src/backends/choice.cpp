@@ -12,7 +12,7 @@
 namespace blockmm::backends {
 
 bool cuda_repays(const kernels::WorkEstimate& estimate) {
-  return multiply::estimated_macs(estimate) >= kAutoCudaMinMacs || estimate.input_blocks >= kAutoCudaMinInputBlocks;
+  return kernels::estimated_macs(estimate) >= kAutoCudaMinMacs || estimate.input_blocks >= kAutoCudaMinInputBlocks;
 }
 
 int automatic_gpu_count(std::int32_t n, std::int32_t m, std::int64_t a_blocks, std::int64_t b_blocks) {

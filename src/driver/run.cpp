@@ -218,7 +218,7 @@ console::RunStats run_product(const Options& options, const comm::Communicator& 
     driver_wait = driver_clock.seconds();
     gpus = rank_gpus(devices, comm, !visibility.empty(), options.gpus);
     backends::start_gpus(cuda, gpus, input_bytes, stats.threads,
-                         multiply::estimated_rank_work(shape, a_file->header().k, b_file->header().k, comm.size()),
+                         kernels::estimated_rank_work(shape, a_file->header().k, b_file->header().k, comm.size()),
                          cuda_choices(options.settings.cuda));
   }
 

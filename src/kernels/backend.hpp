@@ -160,6 +160,13 @@ class Backend {
     return 0;
   }
 
+  // Device memory a pattern of `tiles` tiles over `rows` block-rows holds until its numeric
+  // phase; 0 where memory is not bounded.
+  virtual std::int64_t pattern_bytes(std::int64_t tiles, std::int32_t rows) const {
+    (void)tiles, (void)rows;
+    return 0;
+  }
+
   // Right operands that the ranks of a node share (traits().right_operand_shareable): the bytes
   // a packed copy of `b` takes, the packing, and an operand over a packed copy that `storage`
   // keeps alive.
@@ -211,6 +218,18 @@ struct WorkEstimate {
   std::int64_t block_products = 0;
   std::int64_t input_blocks = 0;  // A's and B's records the rank builds from
 };
+
+// One rank's panel from the headers alone: its share of the block-rows, and k_A k_B / p block
+// products as if blocks were spread evenly, shared among the ranks.
+WorkEstimate estimated_rank_work(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks, int ranks);
+
+// Useful multiply-adds of an estimate (block products x m^3), saturated at INT64_MAX.
+std::int64_t estimated_macs(const WorkEstimate& estimate);
+
+// The tiles of a product of A's `rows` block-rows (`a_blocks` blocks) and B (`b_blocks` blocks
+// over p block-rows and columns), for a plan: no more than A's rows times B's columns, nor than
+// the block products were B's rows alike.
+std::int64_t estimated_tiles(std::int64_t a_blocks, std::int64_t b_blocks, std::int32_t rows, std::int32_t p);
 
 struct ReferenceConfig {
   // Under MPI on one node, every rank builds both inputs whole and keeps its rows

@@ -1,7 +1,6 @@
 #include "multiply/multiply.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <memory>
 #include <tuple>
 #include <utility>
@@ -75,25 +74,6 @@ PlacementPlan plan_rank_placement(const Team& team, io::InputFile& a_file, io::I
 
 }  // namespace
 
-kernels::WorkEstimate estimated_rank_work(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks, int ranks) {
-  kernels::WorkEstimate estimate;
-  estimate.n = shape.n;
-  estimate.m = shape.m;
-  const std::int32_t p = std::max(1, shape.block_rows());
-  const int share = std::max(1, ranks);
-  estimate.rows = static_cast<std::int32_t>((std::int64_t{p} + share - 1) / share);
-  const double products = static_cast<double>(a_blocks) * static_cast<double>(b_blocks) / p / share;
-  estimate.block_products = products >= 9.0e18 ? INT64_MAX : static_cast<std::int64_t>(products);
-  estimate.input_blocks = (a_blocks + b_blocks) / share;
-  return estimate;
-}
-
-std::int64_t estimated_macs(const kernels::WorkEstimate& estimate) {
-  const double m = estimate.m;
-  const double macs = static_cast<double>(estimate.block_products) * m * m * m;
-  return macs >= 9.0e18 ? INT64_MAX : static_cast<std::int64_t>(macs);
-}
-
 Report multiply(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory& make_team, io::ProductWriter& writer,
                 const comm::Communicator& comm, const Options& options, Observer& observer) {
   Report report;
@@ -117,7 +97,7 @@ Report multiply(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory&
   {
     const PhaseScope setup(report.mine, observer, Phase::setup);
     comm.run_phase([&] {
-      team = make_team(estimated_rank_work(work_shape, report.a_records, report.b_records, comm.size()));
+      team = make_team(kernels::estimated_rank_work(work_shape, report.a_records, report.b_records, comm.size()));
       if (team.empty()) throw Error(ExitCode::other, "internal error: no backend to multiply with");
     });
   }

@@ -25,11 +25,4 @@ namespace blockmm::multiply {
 Report multiply(io::InputFile& a_file, io::InputFile& b_file, const TeamFactory& make_team, io::ProductWriter& writer,
                 const comm::Communicator& comm, const Options& options, Observer& observer);
 
-// One rank's panel from the headers alone: its share of the block-rows, and k_A k_B / p block
-// products as if blocks were spread evenly, shared among the ranks.
-kernels::WorkEstimate estimated_rank_work(MatrixShape shape, std::int64_t a_blocks, std::int64_t b_blocks, int ranks);
-
-// Useful multiply-adds of an estimate (block products x m^3), saturated at INT64_MAX.
-std::int64_t estimated_macs(const kernels::WorkEstimate& estimate);
-
 }  // namespace blockmm::multiply

@@ -8,10 +8,10 @@
 #include <tuple>
 #include <utility>
 
+#include "core/each_on_a_thread.hpp"
 #include "core/error.hpp"
 #include "core/placing_sink.hpp"
 #include "core/stopwatch.hpp"
-#include "multiply/backend_threads.hpp"
 #include "multiply/shared_right_operand.hpp"
 #include "multiply/shared_rows.hpp"
 #include "multiply/whole_inputs.hpp"
@@ -122,6 +122,8 @@ LayoutPlan plan_rank_layout(Rank& rank, const PlacementPlan& placement) {
     facts.b_bytes = first.operand_bytes(*dist.b, dist.b_spec);
     facts.room = first.memory_room();
     facts.numeric_bytes = first.numeric_bytes_at_least(dist.a->shape().m);
+    const std::int32_t rows = dist.a_spec.row_end - dist.a_spec.row_begin, p = dist.b_spec.row_end;
+    facts.pattern_bytes = first.pattern_bytes(kernels::estimated_tiles(dist.a->size(), dist.b->size(), rows, p), rows);
     // A host backend holds B (a copy each, unless the node shares one); a GPU reads it through staging.
     if (!first.traits().device)
       facts.b_host_bytes = facts.b_bytes * (dist.b_shared_on_node ? 1 : facts.backends);
@@ -258,7 +260,7 @@ void build(Rank& rank, const LayoutPlan& plan) {
 void symbolic(Rank& rank) {
   const PhaseScope symbolic(rank.report.mine, rank.observer, Phase::symbolic);
   rank.comm.run_phase([&] {
-    on_each_backend(rank.backends(), [&](std::size_t w) {
+    run_each_on_a_thread(rank.backends(), [&](std::size_t w) {
       kernels::Backend& backend = rank.backend(w);
       Worker& worker = rank.workers[w];
       for (std::size_t k = 0; k < worker.jobs.size(); ++k) {
@@ -358,7 +360,7 @@ void numeric(Rank& rank, io::ProductWriter& writer) {
   SerialSink serial(writer);
   std::atomic<std::int64_t> all_done{0};
   rank.comm.run_phase([&] {
-    on_each_backend(rank.backends(), [&](std::size_t w) {
+    run_each_on_a_thread(rank.backends(), [&](std::size_t w) {
       Worker& worker = rank.workers[w];
       kernels::Backend& backend = rank.backend(w);
       kernels::NumericOptions numeric_options;

@@ -92,14 +92,16 @@ LayoutPlan plan_layout(const LayoutFacts& facts) {
   // and the host memory's share of each backend (they hold a panel each at once), a fifth to
   // spare (the cut is by work, and panels hold B's blocks unevenly).
   std::int64_t cap = 0;
-  if (facts.room > 0 && facts.a_bytes + facts.b_bytes + facts.numeric_bytes > facts.room) {
-    std::int64_t left = facts.room - facts.a_bytes - facts.numeric_bytes;
+  const std::int64_t beside = facts.numeric_bytes + facts.pattern_bytes / backends;  // a backend's share
+  if (facts.room > 0 && facts.a_bytes + facts.b_bytes + beside > facts.room) {
+    std::int64_t left = facts.room - facts.a_bytes - beside;
     if (left <= 0) {  // A stays in host memory, which the GPUs read: the room is the panels'
       plan.a_in_host_memory = true;
-      left = facts.room - facts.numeric_bytes;
+      left = facts.room - beside;
     }
     if (left <= 0)
       throw OutOfMemoryError("each GPU must hold a numeric chunk (" + mib(facts.numeric_bytes) +
+                          ") and its share of the product's pattern (" + mib(facts.pattern_bytes / backends) +
                           ") beside B's panels, more than its memory budget leaves (" + mib(facts.room) +
                           "): raise --mem-budget");
     cap = std::max<std::int64_t>(1, left * 4 / 5);

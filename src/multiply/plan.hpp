@@ -47,20 +47,16 @@ struct LayoutFacts {
   std::int64_t b_bytes = 0;        // the rank's B on one backend
   std::int64_t room = 0;           // what one backend may hold (0: no bound it knows)
   std::int64_t numeric_bytes = 0;  // a numeric phase's least, beside its operands
+  std::int64_t pattern_bytes = 0;  // the rank's product pattern, all backends' (kernels::estimated_tiles): each
+                                   // backend holds its panels' patterns until the numeric phase
   std::int64_t b_host_bytes = 0;   // the rank's B in host memory, where its backend builds it
   std::int64_t b_host_room = 0;    // host bytes B may take at once (0: no bound)
   std::int64_t host_memory = 0;    // the rank's host memory (--host-memory or its default), of which b_host_room is left
   bool host_memory_asked = false;  // --host-memory given
 };
 
-// The most panels the host memory may cut B into. Each panel is built twice (its symbolic and
-// its numeric phase), each build a pass over B's file where B is left in it (or over the
-// panel's records), and A is met once a panel: P panels read B 2P times. On the dev VM a B three
-// times --host-memory (3 panels) took 3.4-3.7 times the unlimited run (bench/NOTES.md item 42),
-// about one run's time a panel; 64 panels would take some 64 times as long (128 passes over B),
-// past the point where a run that fails at once and names the memory it needs serves better
-// than one that runs for days. (A --host-memory just above A and two chunks once cut B into up to
-// 2^20 panels of a byte each.)
+// The most panels the host memory may cut B into: each is built twice, each build a pass over
+// B's file (docs/running.md, --host-memory, says why 64).
 constexpr int kMaxHostMemoryPanels = 64;
 
 struct LayoutPlan {

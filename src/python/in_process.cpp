@@ -92,7 +92,7 @@ multiply::Report multiply_arrays(ArrayInputFile& a, ArrayInputFile& b, const Pro
   team.reference_whole_inputs = settings.reference_whole_inputs;
   team.cuda = backends::cuda_choices(settings.cuda);
   const MatrixShape shape = a.header().shape();
-  const kernels::WorkEstimate estimate = multiply::estimated_rank_work(shape, a.header().k, b.header().k, 1);
+  const kernels::WorkEstimate estimate = kernels::estimated_rank_work(shape, a.header().k, b.header().k, 1);
   // CUDA starts only where the GPU may be taken: asked for, or "auto" with work that repays it.
   const bool gpu_wanted = request.backend ? *request.backend == kernels::BackendKind::cuda : backends::cuda_repays(estimate);
   if (gpu_wanted) {

@@ -142,18 +142,18 @@ TEST(AutomaticGpuCount, OneGpuForSmallProductsEveryGpuForLargeOrUnknownOnes) {
 
 TEST(WorkEstimate, EvenlySpreadBlocksSharedAmongRanks) {
   const MatrixShape shape{32768, 4};  // p = 8192
-  const auto one = multiply::estimated_rank_work(shape, 1000000, 2000000, 1);
+  const auto one = kernels::estimated_rank_work(shape, 1000000, 2000000, 1);
   EXPECT_EQ(one.rows, 8192);
   EXPECT_EQ(one.block_products, 1000000LL * 2000000 / 8192);
   EXPECT_EQ(one.input_blocks, 3000000);
-  EXPECT_EQ(multiply::estimated_macs(one), one.block_products * 64);
-  const auto three = multiply::estimated_rank_work(shape, 1000000, 2000000, 3);
+  EXPECT_EQ(kernels::estimated_macs(one), one.block_products * 64);
+  const auto three = kernels::estimated_rank_work(shape, 1000000, 2000000, 3);
   EXPECT_EQ(three.rows, 2731);  // ceil(8192 / 3)
   EXPECT_EQ(three.input_blocks, 1000000);
   // Saturates instead of overflowing (n = 2^31 - 1, m = 1, k = 2^31 - 1 each).
-  const auto huge = multiply::estimated_rank_work(MatrixShape{2147483647, 1}, 2147483647, 2147483647, 1);
+  const auto huge = kernels::estimated_rank_work(MatrixShape{2147483647, 1}, 2147483647, 2147483647, 1);
   EXPECT_GT(huge.block_products, 0);
-  EXPECT_GT(multiply::estimated_macs(huge), 0);
+  EXPECT_GT(kernels::estimated_macs(huge), 0);
 }
 
 }  // namespace

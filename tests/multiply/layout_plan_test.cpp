@@ -20,8 +20,10 @@ namespace {
 
 constexpr std::int64_t MiB = std::int64_t{1} << 20;
 
-LayoutPlan plan_team(int backends, std::int64_t a, std::int64_t b, std::int64_t room, std::int64_t numeric, int asked) {
+LayoutPlan plan_team(int backends, std::int64_t a, std::int64_t b, std::int64_t room, std::int64_t numeric, int asked,
+                     std::int64_t pattern = 0) {
   LayoutFacts facts;
+  facts.pattern_bytes = pattern;
   facts.backends = backends;
   facts.a_bytes = a;
   facts.b_bytes = b;
@@ -88,18 +90,19 @@ TEST(LayoutPlan, PanelsFitTheRoomOnRandomSizes) {
     const auto draw = [&](std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(1, hi)(rng); };
     const int backends = static_cast<int>(draw(4));
     const std::int64_t a = draw(1000) * MiB, b = draw(1000) * MiB, room = draw(1000) * MiB, numeric = draw(50) * MiB;
+    const std::int64_t pattern = draw(2) == 1 ? 0 : draw(400) * MiB, beside = numeric + pattern / backends;
     const std::string what = "case " + std::to_string(c);
-    if (room <= numeric && a + b + numeric > room) {
-      EXPECT_THROW((void)plan_team(backends, a, b, room, numeric, 0), ResourceError) << what;
+    if (room <= beside && a + b + beside > room) {
+      EXPECT_THROW((void)plan_team(backends, a, b, room, numeric, 0, pattern), ResourceError) << what;
       continue;
     }
-    const LayoutPlan plan = plan_team(backends, a, b, room, numeric, 0);
+    const LayoutPlan plan = plan_team(backends, a, b, room, numeric, 0, pattern);
     if (!plan.split_columns) {
-      EXPECT_LE(a + b + numeric, room) << what;
+      EXPECT_LE(a + b + beside, room) << what;
       continue;
     }
-    EXPECT_EQ(plan.a_in_host_memory, a + numeric >= room) << what;
-    const std::int64_t left = room - numeric - (plan.a_in_host_memory ? 0 : a);
+    EXPECT_EQ(plan.a_in_host_memory, a + beside >= room) << what;
+    const std::int64_t left = room - beside - (plan.a_in_host_memory ? 0 : a);
     ASSERT_GT(left, 0) << what;
     EXPECT_EQ(plan.panels % backends, 0) << what;
     EXPECT_LE((b + plan.panels - 1) / plan.panels, left) << what;  // an even panel fits what is left
@@ -113,7 +116,7 @@ TEST(LayoutPlan, TheIssue52CaseRunsUnderA64MiBBudget) {
   using namespace kernels::cuda;
   const std::int64_t a = operand_device_bytes(200000, 8, 512, 512, false);
   const std::int64_t b = operand_device_bytes(200000, 8, 512, 512, true);
-  const std::int64_t numeric = numeric_minimum_bytes(8);
+  const std::int64_t numeric = numeric_minimum_bytes(8) + pattern_device_bytes(kernels::estimated_tiles(200000, 200000, 512, 512), 512);
   const std::int64_t room = 64 * MiB - kUncountedReserve;
   // (The device build's peak does not fit beside the chunks: the plan of main before the fix
   // refused the run there; now it would keep A in host memory.)
@@ -127,6 +130,40 @@ TEST(LayoutPlan, TheIssue52CaseRunsUnderA64MiBBudget) {
   EXPECT_TRUE(small.a_in_host_memory);
   // Where it all fits (96M), one backend keeps the plain layout.
   EXPECT_FALSE(plan_team(1, a, b, 96 * MiB - kUncountedReserve, numeric, 0).split_columns);
+}
+
+// tests/e2e/gpu/multi_gpu.sh's budget below B: n 65 536, m 8, A 134 217 blocks, B 6 710 886
+// (912 680 508 bytes), --mem-budget half of B's file. Each backend keeps every panel's pattern
+// until the numeric phase (55 M tiles, 211 MiB, measured by the ledger on an H200): planned
+// without them, B's panels filled the room and the numeric phase found none left ("holds 489 MiB
+// ... as much as the budget of 435 MiB"). With the estimate, a panel, A, the whole pattern and
+// the chunks fit.
+TEST(LayoutPlan, PanelsLeaveRoomForTheProductsPattern) {
+  using namespace kernels::cuda;
+  const std::int64_t a = operand_device_bytes(134217, 8, 8192, 8192, false);
+  const std::int64_t b = operand_device_bytes(6710886, 8, 8192, 8192, true);
+  const std::int64_t numeric = numeric_minimum_bytes(8);
+  const std::int64_t room = 912680508 / 2 - kUncountedReserve;
+  const std::int64_t tiles = kernels::estimated_tiles(134217, 6710886, 8192, 8192);
+  EXPECT_EQ(tiles, std::int64_t{8192} * 8192);  // A's rows times B's columns: fewer than the products
+  const std::int64_t measured = pattern_device_bytes(55200000, 8192);
+  const LayoutPlan before = plan_team(1, a, b, room, numeric, 0);
+  EXPECT_GT(a + before.max_panel_bytes + measured + numeric, room);  // the refusal the GPU suite met
+  const LayoutPlan plan = plan_team(1, a, b, room, numeric, 0, pattern_device_bytes(tiles, 8192));
+  EXPECT_TRUE(plan.split_columns);
+  EXPECT_FALSE(plan.a_in_host_memory);
+  EXPECT_LE(a + plan.max_panel_bytes + measured + numeric, room);
+  EXPECT_GE(plan.panels, 5);
+}
+
+TEST(LayoutPlan, EstimatedTilesAreAtMostTheProductsAndTheDenseProduct) {
+  EXPECT_EQ(kernels::estimated_tiles(0, 100, 10, 10), 0);
+  EXPECT_EQ(kernels::estimated_tiles(100, 0, 10, 10), 0);
+  EXPECT_EQ(kernels::estimated_tiles(10, 20, 10, 10), 20);     // 10 blocks of A times B's 2 a row
+  EXPECT_EQ(kernels::estimated_tiles(100, 100, 10, 10), 100);  // dense: A's rows times B's columns
+  EXPECT_EQ(kernels::estimated_tiles(100, 100, 10, 0), 0);
+  // No overflow at the format's limits (2^31 blocks each, p 2^31 - 1).
+  EXPECT_EQ(kernels::estimated_tiles(INT32_MAX, INT32_MAX, 1, INT32_MAX), INT32_MAX);
 }
 
 }  // namespace

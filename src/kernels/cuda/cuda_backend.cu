@@ -191,6 +191,10 @@ class CudaBackend final : public Backend {
 
   std::int64_t numeric_bytes_at_least(std::int32_t m) const override { return cuda::numeric_minimum_bytes(m); }
 
+  std::int64_t pattern_bytes(std::int64_t tiles, std::int32_t rows) const override {
+    return cuda::pattern_device_bytes(tiles, rows);
+  }
+
   // Both whole inputs built on the device (never by the host fallback), when their builds'
   // peaks fit the memory together: B stays resident while A is built.
   bool builds_whole_inputs(const RecordSource& a, const RecordSource& b) const override {

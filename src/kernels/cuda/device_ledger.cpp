@@ -39,6 +39,10 @@ std::int64_t operand_device_bytes(std::int64_t records, std::int32_t m, std::int
   return left + (right ? fp(4 * (std::int64_t{p} + 1)) + 2 * fp(4 * n) : 0);
 }
 
+std::int64_t pattern_device_bytes(std::int64_t tiles, std::int32_t rows) {
+  return allocation_footprint(8 * (std::int64_t{rows} + 1)) + allocation_footprint(4 * tiles);
+}
+
 std::int64_t device_build_peak_bytes(std::int64_t records, std::int32_t m, std::int32_t rows, std::int32_t p, bool right) {
   const std::int64_t n = records;
   const auto fp = allocation_footprint;

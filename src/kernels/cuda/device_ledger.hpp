@@ -49,6 +49,8 @@ std::int64_t numeric_minimum_bytes(std::int32_t m);
 // block-rows (of p): row pointers, columns, values and masks, and for a right operand its CSC.
 // An upper bound: all-zero blocks are dropped.
 std::int64_t operand_device_bytes(std::int64_t records, std::int32_t m, std::int32_t rows, std::int32_t p, bool right);
+// A product pattern's device arrays (DevicePattern): row pointers and a column a tile.
+std::int64_t pattern_device_bytes(std::int64_t tiles, std::int32_t rows);
 // The device build's arrays (device_build.cu) all at once, as an upper bound of its peak: the
 // records, the sort's keys, indices and CUB's scratch, the flags and positions, and the result.
 std::int64_t device_build_peak_bytes(std::int64_t records, std::int32_t m, std::int32_t rows, std::int32_t p, bool right);

@@ -1,4 +1,4 @@
-// multiply/backend_threads.hpp: each backend of a team on a thread of its own; where threads
+// core/each_on_a_thread.hpp: each body on a thread of its own; where threads
 // cannot be started (ulimit -u, a cgroup's pids.max: std::system_error after some have started),
 // the rest run on the calling thread instead of the process ending in std::terminate with the
 // started threads still joinable; a body's failure is rethrown once every one has ended.
@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "multiply/backend_threads.hpp"
+#include "core/each_on_a_thread.hpp"
 
-namespace blockmm::multiply {
+namespace blockmm {
 namespace {
 
 // Starts `allowed` threads, then fails as std::thread does at a process's thread limit.
@@ -29,12 +29,12 @@ struct LimitedStart {
   }
 };
 
-TEST(BackendThreads, PastTheThreadLimitTheRestRunOnTheCallingThread) {
+TEST(EachOnAThread, PastTheThreadLimitTheRestRunOnTheCallingThread) {
   for (std::size_t allowed : {0u, 1u, 2u, 3u}) {
     std::mutex mutex;
     std::vector<std::thread::id> ran_on(3);
     std::size_t started = 0;
-    on_each_backend(
+    run_each_on_a_thread(
         3,
         [&](std::size_t w) {
           const std::lock_guard<std::mutex> hold(mutex);
@@ -49,11 +49,11 @@ TEST(BackendThreads, PastTheThreadLimitTheRestRunOnTheCallingThread) {
   }
 }
 
-TEST(BackendThreads, TheFirstFailureIsRethrownOnceEveryBackendHasEnded) {
+TEST(EachOnAThread, TheFirstFailureIsRethrownOnceEveryBodyHasEnded) {
   std::atomic<int> ended{0};
   std::size_t started = 0;
   try {
-    on_each_backend(
+    run_each_on_a_thread(
         3,
         [&](std::size_t w) {
           ++ended;
@@ -68,4 +68,4 @@ TEST(BackendThreads, TheFirstFailureIsRethrownOnceEveryBackendHasEnded) {
 }
 
 }  // namespace
-}  // namespace blockmm::multiply
+}  // namespace blockmm
