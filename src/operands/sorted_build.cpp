@@ -256,7 +256,7 @@ bool build_from_sorted_records(const InputRecords& records, OperandRole role, Bl
   const std::int64_t count = records.size();
   const std::int64_t stride = records.stride();
   const auto read = [&](std::int64_t first, std::int64_t n, std::byte* dest) {
-    std::memcpy(dest, records.record(first), static_cast<std::size_t>(n * stride));
+    if (n > 0) std::memcpy(dest, records.record(first), static_cast<std::size_t>(n * stride));  // (no records: null)
   };
   if (!looks_sorted(count, stride, read)) return false;
   const SortedTarget to = size_arrays(matrix, count, role);
