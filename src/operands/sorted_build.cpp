@@ -229,8 +229,9 @@ bool finish_sorted_build(const std::vector<SortedPart>& found, std::int64_t coun
       std::memmove(matrix.col.data() + q0 - shift, matrix.col.data() + q0, static_cast<std::size_t>(kept) * 4);
       std::memmove(matrix.values.data() + (q0 - shift) * mm, matrix.values.data() + q0 * mm,
                    static_cast<std::size_t>(kept * mm) * 2);
-      std::memmove(matrix.masks.data() + (q0 - shift) * words, matrix.masks.data() + q0 * words,
-                   static_cast<std::size_t>(kept * words) * 8);
+      if (words > 0)  // (a plain operand has no masks: their array is empty, its data null)
+        std::memmove(matrix.masks.data() + (q0 - shift) * words, matrix.masks.data() + q0 * words,
+                     static_cast<std::size_t>(kept * words) * 8);
       for (std::int32_t r = part.row_before + 1; r <= part.last_row; ++r)
         matrix.row_ptr[static_cast<std::size_t>(r - matrix.row_begin)] -= shift;
     }

@@ -103,7 +103,7 @@ struct RowStrips {
   // The n <= 16 values of a B row's strip at v: a plain load where its 32 bytes lie in v's page
   // (what it reads past the row reaches padding lanes only), masked at a page's end.
   static __m256i load16(const std::uint16_t* v, __mmask16 n_mask) {
-    if ((reinterpret_cast<std::uintptr_t>(v) & 4095) <= 4096 - 32)
+    if (load_stays_in_page(v, 32))
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v));
     return _mm256_maskz_loadu_epi16(n_mask, v);
   }
@@ -176,8 +176,7 @@ struct RowStrips {
   // The 32 values of a B row at v (m <= 32: both strips), offset; a plain load where its 64
   // bytes lie in v's page (what it reads past the row reaches padding lanes only).
   static __m512i load32(const std::uint16_t* v, __mmask32 m_mask) {
-    const __m512i row = (reinterpret_cast<std::uintptr_t>(v) & 4095) <= 4096 - 64 ? _mm512_loadu_si512(v)
-                                                                                 : _mm512_maskz_loadu_epi16(m_mask, v);
+    const __m512i row = load_stays_in_page(v, 64) ? _mm512_loadu_si512(v) : _mm512_maskz_loadu_epi16(m_mask, v);
     return _mm512_xor_si512(row, P::offset());
   }
 

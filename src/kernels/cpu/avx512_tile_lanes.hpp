@@ -70,7 +70,7 @@ struct TileLanes {
   // where the 64 bytes from v lie in v's page, an ordinary load with the words past the block
   // cleared instead.
   static void load_block(const std::uint16_t* v, __m512i& b0, __m512i& b1) {
-    if ((reinterpret_cast<std::uintptr_t>(v) & 4095) <= 4096 - 64 && kLanes <= 32)
+    if (load_stays_in_page(v, 64) && kLanes <= 32)
       b0 = _mm512_maskz_mov_epi16(words_mask(0, kLanes), _mm512_loadu_si512(v));
     else
       b0 = _mm512_maskz_loadu_epi16(words_mask(0, kLanes), v);

@@ -7,6 +7,25 @@
 
 namespace blockmm::kernels::cpu {
 
+// A vector load that passes an array's end but stays in its page reads nothing it may not, and
+// spares the kernels a masked load (slow behind the accumulators' stores); what it reads past
+// the array lands in lanes the kernels clear or ignore. AddressSanitizer checks every byte of a
+// load against the allocation, so under it every such load takes the masked form.
+#if defined(__SANITIZE_ADDRESS__)
+#define BLOCKMM_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BLOCKMM_ADDRESS_SANITIZER 1
+#endif
+#endif
+#if defined(BLOCKMM_ADDRESS_SANITIZER)
+inline bool load_stays_in_page(const void*, int) { return false; }
+#else
+inline bool load_stays_in_page(const void* p, int bytes) {
+  return (reinterpret_cast<std::uintptr_t>(p) & 4095) <= static_cast<std::uintptr_t>(4096 - bytes);
+}
+#endif
+
 // For f in [0, count): if s = slot[b_col[f]] >= 0, C_s = saturate(C_s + A x B_f), where C_s is
 // the m x m uint32 accumulator at acc + s * acc_stride and B_f the block at b_values + f*m*m
 // (all row-major). The accumulators hold values already saturated (exact: every term is
