@@ -177,10 +177,16 @@ CreatedTemporary create_temporary(const std::string& target, const std::string& 
     const std::string prefix = temporary_prefix(target, host, pid, locked);
     for (int attempt = 0; made.fd < 0; ++attempt) {
       made.path = prefix + random_suffix();
+      made.cleanup_slot = arm_temporary_cleanup(made.path);  // (a name with this pid: no other live run's)
       // The kernel applies the umask (and default ACLs) as for any new file: no process-wide umask() call.
       made.fd = ::open(made.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-      if (made.fd < 0 && (errno != EEXIST || attempt >= 100))
-        throw OutputError(target + ": cannot create a temporary file in " + dir + ": " + errno_text(errno));
+      if (made.fd < 0) {
+        const int error = errno;
+        disarm_temporary_cleanup(made.cleanup_slot);
+        made.cleanup_slot = -1;
+        if (error != EEXIST || attempt >= 100)
+          throw OutputError(target + ": cannot create a temporary file in " + dir + ": " + errno_text(error));
+      }
     }
     if (!locked || take_lock(made.fd)) {
       made.locked = locked;
@@ -188,6 +194,8 @@ CreatedTemporary create_temporary(const std::string& target, const std::string& 
     }
     ::unlink(made.path.c_str());
     ::close(made.fd);
+    disarm_temporary_cleanup(made.cleanup_slot);
+    made.cleanup_slot = -1;
     made.fd = -1;
   }
   return made;  // not reached: the unmarked name is returned above
@@ -247,7 +255,7 @@ AtomicOutput::AtomicOutput(const std::string& target, const comm::Communicator& 
       const CreatedTemporary created = create_temporary(target, host, static_cast<long>(::getpid()));
       fd_ = created.fd;
       temporary_ = created.path;
-      cleanup_slot_ = arm_cleanup(temporary_);  // at once: a signal during the collectives below must not leave it
+      cleanup_slot_ = created.cleanup_slot;  // armed before it existed: no signal can leave it behind
       struct stat made {};
       if (::fstat(fd_, &made) != 0)
         throw OutputError(target + ": cannot stat the temporary file " + temporary_ + ": " + errno_text(errno));

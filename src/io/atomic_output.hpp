@@ -42,11 +42,14 @@ void disarm_temporary_cleanup(int slot);
 std::string temporary_prefix(const std::string& target, const std::string& host, long pid, bool locked);
 // Creates the temporary file for `target` (O_EXCL, mode 0666 less the umask), holding its liveness
 // lock (`take_lock`, stale_temporaries.hpp) under the marked name where the lock can be taken,
-// else under the unmarked name, which no sweep removes. Throws OutputError (exit 4).
+// else under the unmarked name, which no sweep removes. Throws OutputError (exit 4). Each name is
+// armed for the signal handlers before the file exists (a signal between its creation and its
+// arming left it behind), its slot returned with it (-1: no room to arm it).
 struct CreatedTemporary {
   int fd = -1;
   std::string path;
   bool locked = false;
+  int cleanup_slot = -1;
 };
 CreatedTemporary create_temporary(const std::string& target, const std::string& host, long pid,
                                   bool (*take_lock)(int) = hold_liveness_lock);

@@ -166,6 +166,7 @@ TEST(StaleTemporaries, ATemporaryIsMarkedOnlyWhereItHoldsItsLock) {
   ::close(other);
   ::close(locked.fd);
   ::unlink(locked.path.c_str());
+  disarm_temporary_cleanup(locked.cleanup_slot);
 
   const CreatedTemporary plain = create_temporary(target, "here", 42, refuse_lock);
   ASSERT_GE(plain.fd, 0);
@@ -174,6 +175,11 @@ TEST(StaleTemporaries, ATemporaryIsMarkedOnlyWhereItHoldsItsLock) {
   EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{plain.path.substr(dir.path().size() + 1)})
       << "the marked file whose lock was refused is left";
   ::close(plain.fd);
+  // Armed for the signal handlers from before it existed: the handlers' removal takes it.
+  ASSERT_GE(plain.cleanup_slot, 0);
+  remove_temporary_from_signal_handler();
+  EXPECT_TRUE(list_dir(dir.path()).empty()) << "the temporary was not armed for the signal handlers";
+  disarm_temporary_cleanup(plain.cleanup_slot);
 }
 
 }  // namespace
