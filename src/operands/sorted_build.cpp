@@ -289,6 +289,10 @@ bool build_from_sorted_source(const RecordSource& source, OperandRole role, Bloc
   const std::int64_t per_piece = std::max<std::int64_t>(1, kPieceBytes / stride);
   std::vector<SortedPart> found(static_cast<std::size_t>(parts));
   const SortedPieceCopy copy = sorted_piece_copy(source.shape().m);
+  // Every part's piece, allocated here rather than by the threads (a thread's first allocation
+  // makes glibc reserve 64 MiB of address space for its own arena).
+  const std::int64_t piece_bytes = std::min(per_piece, std::max<std::int64_t>(1, (count + parts - 1) / parts)) * stride;
+  LargeVector<std::byte> pieces(static_cast<std::size_t>(parts * piece_bytes));
   std::atomic<bool> refused{false};  // a part out of order, or a read refused: the general build's
   ParallelFailure failure;           // anything else (out of memory): rethrown
 #pragma omp parallel for schedule(static, 1) if (parts > 1)
@@ -297,13 +301,14 @@ bool build_from_sorted_source(const RecordSource& source, OperandRole role, Bloc
       SortedPart& part = found[static_cast<std::size_t>(t)];
       try {
         const std::int64_t q0 = part_begin(count, t, parts), q1 = part_begin(count, t + 1, parts);
-        std::vector<std::byte> piece(static_cast<std::size_t>(std::min(per_piece, std::max<std::int64_t>(1, q1 - q0)) * stride));
-        if (q0 > 0) source.read(q0 - 1, 1, piece.data());
-        part = start_part(q0, q0 > 0 ? piece.data() : nullptr, matrix.row_begin);
-        for (std::int64_t q = q0; q < q1 && part.in_order && !refused.load(std::memory_order_relaxed); q += per_piece) {
-          const std::int64_t n = std::min(per_piece, q1 - q);
-          source.read(q, n, piece.data());
-          copy(piece.data(), n, stride, to, part);
+        std::byte* const piece = pieces.data() + t * piece_bytes;
+        const std::int64_t room = piece_bytes / stride;
+        if (q0 > 0) source.read(q0 - 1, 1, piece);
+        part = start_part(q0, q0 > 0 ? piece : nullptr, matrix.row_begin);
+        for (std::int64_t q = q0; q < q1 && part.in_order && !refused.load(std::memory_order_relaxed); q += room) {
+          const std::int64_t n = std::min(room, q1 - q);
+          source.read(q, n, piece);
+          copy(piece, n, stride, to, part);
         }
       } catch (const InputError&) {
         part.in_order = false;
