@@ -190,7 +190,9 @@ constexpr std::int64_t kProbe = 64;
 template <typename Read>
 bool looks_sorted(std::int64_t count, std::int64_t stride, Read&& read) {
   const std::int64_t head = count > 2 * kProbe ? kProbe : count;  // few records: all of them
-  std::vector<std::byte> probe(static_cast<std::size_t>(std::max(head, kProbe + 1) * stride));
+  // Room for what is read, no more: the records' own number, not the probe's, where they are few
+  // (a header's block size can make one record large; memory follows the records).
+  std::vector<std::byte> probe(static_cast<std::size_t>((head == count ? count : kProbe + 1) * stride));
   read(0, head, probe.data());
   if (!keys_increase(probe.data(), head, stride)) return false;
   if (head == count) return true;
